@@ -1,0 +1,265 @@
+//! Articles as they arrive, and why one may be rejected.
+//!
+//! Every input path (JSONL for `scan`, stream entries for the worker) turns raw
+//! bytes into an [`Article`] here or into a [`Rejection`] with a specific reason,
+//! so a bad article never stops the others.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Default cap on an article's text (bytes of UTF-8).
+pub const DEFAULT_MAX_TEXT_BYTES: usize = 1 << 20;
+
+/// A valid article.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Article {
+    pub id: String,
+    pub text: String,
+    /// Accepted and carried along, not fingerprinted: headlines are what rewriters
+    /// change first, and identical bodies under new headlines are still copies.
+    pub title: Option<String>,
+    /// Event time, unix milliseconds, when the producer gave one.
+    pub ts_ms: Option<i64>,
+}
+
+/// Why an article was rejected. The `Display` text is the `reason` users see.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("invalid UTF-8 at byte {valid_up_to}")]
+    InvalidUtf8 { valid_up_to: usize },
+    #[error("malformed JSON: {0}")]
+    MalformedJson(String),
+    #[error("expected a JSON object, found {0}")]
+    NotAnObject(&'static str),
+    #[error("missing required field `{0}`")]
+    MissingField(&'static str),
+    #[error("field `{field}` must be {expected}, found {found}")]
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("field `id` is empty")]
+    EmptyId,
+    #[error("field `id` is {len} bytes, over the {limit}-byte limit")]
+    IdTooLong { len: usize, limit: usize },
+    #[error("text is {len} bytes, over the {limit}-byte limit (max_text_bytes)")]
+    TextTooLarge { len: usize, limit: usize },
+    #[error("field `ts` must be unix milliseconds (a non-negative integer), found {0:?}")]
+    BadTimestamp(String),
+    #[error("unknown op {0:?}: expected check, query or delete")]
+    UnknownOp(String),
+    #[error("text has no words after normalization (empty, markup-only or punctuation-only)")]
+    NoContent,
+}
+
+impl Rejection {
+    /// A short stable code for metrics and tests (`reason` is for people).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::InvalidUtf8 { .. } => "invalid_utf8",
+            Rejection::MalformedJson(_) => "malformed_json",
+            Rejection::NotAnObject(_) => "not_an_object",
+            Rejection::MissingField(_) => "missing_field",
+            Rejection::WrongType { .. } => "wrong_type",
+            Rejection::EmptyId => "empty_id",
+            Rejection::IdTooLong { .. } => "id_too_long",
+            Rejection::TextTooLarge { .. } => "text_too_large",
+            Rejection::BadTimestamp(_) => "bad_timestamp",
+            Rejection::UnknownOp(_) => "unknown_op",
+            Rejection::NoContent => "no_content",
+        }
+    }
+}
+
+/// Ids longer than this are rejected (they are stored in every index key's members).
+pub const MAX_ID_BYTES: usize = 512;
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Check an id: non-empty, not too long.
+pub fn validate_id(id: &str) -> Result<(), Rejection> {
+    if id.is_empty() {
+        return Err(Rejection::EmptyId);
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(Rejection::IdTooLong {
+            len: id.len(),
+            limit: MAX_ID_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// Check a text's size.
+pub fn validate_text(text: &str, max_text_bytes: usize) -> Result<(), Rejection> {
+    if text.len() > max_text_bytes {
+        return Err(Rejection::TextTooLarge {
+            len: text.len(),
+            limit: max_text_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Parse a `ts` given as text (stream fields are strings).
+pub fn parse_ts(s: &str) -> Result<i64, Rejection> {
+    s.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|&t| t >= 0)
+        .ok_or_else(|| Rejection::BadTimestamp(s.chars().take(40).collect()))
+}
+
+/// Parse one JSONL line: `{"id", "text", ["title"], ["ts"]}`. `id` may be a string
+/// or an integer; `ts` an integer (or a string of digits).
+pub fn parse_json_line(line: &[u8], max_text_bytes: usize) -> Result<Article, Rejection> {
+    let line = std::str::from_utf8(line).map_err(|e| Rejection::InvalidUtf8 {
+        valid_up_to: e.valid_up_to(),
+    })?;
+    #[derive(Deserialize)]
+    struct Wire {
+        id: Option<Value>,
+        text: Option<Value>,
+        title: Option<Value>,
+        ts: Option<Value>,
+    }
+    let value: Value =
+        serde_json::from_str(line).map_err(|e| Rejection::MalformedJson(e.to_string()))?;
+    if !value.is_object() {
+        return Err(Rejection::NotAnObject(type_name(&value)));
+    }
+    let wire: Wire =
+        serde_json::from_value(value).map_err(|e| Rejection::MalformedJson(e.to_string()))?;
+    let id = match wire.id {
+        None | Some(Value::Null) => return Err(Rejection::MissingField("id")),
+        Some(Value::String(s)) => s,
+        Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
+        Some(other) => {
+            return Err(Rejection::WrongType {
+                field: "id",
+                expected: "a string or an integer",
+                found: type_name(&other),
+            })
+        }
+    };
+    validate_id(&id)?;
+    let text = match wire.text {
+        None | Some(Value::Null) => return Err(Rejection::MissingField("text")),
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(Rejection::WrongType {
+                field: "text",
+                expected: "a string",
+                found: type_name(&other),
+            })
+        }
+    };
+    validate_text(&text, max_text_bytes)?;
+    let title = match wire.title {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(other) => {
+            return Err(Rejection::WrongType {
+                field: "title",
+                expected: "a string",
+                found: type_name(&other),
+            })
+        }
+    };
+    let ts_ms = match wire.ts {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(
+            n.as_i64()
+                .filter(|&t| t >= 0)
+                .ok_or_else(|| Rejection::BadTimestamp(n.to_string()))?,
+        ),
+        Some(Value::String(s)) => Some(parse_ts(&s)?),
+        Some(other) => return Err(Rejection::BadTimestamp(other.to_string())),
+    };
+    Ok(Article {
+        id,
+        text,
+        title,
+        ts_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Article, Rejection> {
+        parse_json_line(s.as_bytes(), 100)
+    }
+
+    #[test]
+    fn valid_lines() {
+        let a = parse(r#"{"id":"a1","text":"hello","title":"T","ts":1700000000000}"#).unwrap();
+        assert_eq!(a.id, "a1");
+        assert_eq!(a.title.as_deref(), Some("T"));
+        assert_eq!(a.ts_ms, Some(1_700_000_000_000));
+        assert_eq!(parse(r#"{"id":42,"text":"x","ts":"5"}"#).unwrap().id, "42");
+    }
+
+    #[test]
+    fn each_rejection_is_specific() {
+        assert_eq!(parse("{not json").unwrap_err().code(), "malformed_json");
+        assert_eq!(
+            parse("[1,2]").unwrap_err(),
+            Rejection::NotAnObject("an array")
+        );
+        assert_eq!(
+            parse(r#"{"text":"x"}"#).unwrap_err(),
+            Rejection::MissingField("id")
+        );
+        assert_eq!(
+            parse(r#"{"id":"a"}"#).unwrap_err(),
+            Rejection::MissingField("text")
+        );
+        assert_eq!(
+            parse(r#"{"id":"a","text":5}"#).unwrap_err().code(),
+            "wrong_type"
+        );
+        assert_eq!(
+            parse(r#"{"id":1.5,"text":"x"}"#).unwrap_err().code(),
+            "wrong_type"
+        );
+        assert_eq!(
+            parse(r#"{"id":"","text":"x"}"#).unwrap_err(),
+            Rejection::EmptyId
+        );
+        assert_eq!(
+            parse(r#"{"id":"a","text":"x","ts":-1}"#)
+                .unwrap_err()
+                .code(),
+            "bad_timestamp"
+        );
+        assert_eq!(
+            parse(r#"{"id":"a","text":"x","ts":"soon"}"#)
+                .unwrap_err()
+                .code(),
+            "bad_timestamp"
+        );
+        let big = format!(r#"{{"id":"a","text":"{}"}}"#, "x".repeat(101));
+        assert_eq!(
+            parse(&big).unwrap_err(),
+            Rejection::TextTooLarge {
+                len: 101,
+                limit: 100
+            }
+        );
+        let err = parse_json_line(b"{\"id\":\"a\",\"text\":\"\xff\"}", 100).unwrap_err();
+        assert_eq!(err, Rejection::InvalidUtf8 { valid_up_to: 18 });
+        assert!(err.to_string().contains("byte 18"));
+    }
+}

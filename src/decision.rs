@@ -1,0 +1,334 @@
+//! The duplicate decision: given an article's fingerprint and the candidates an
+//! index found for it, which earlier article (if any) is it a copy of, and why.
+//!
+//! Pure and shared by every [`Index`](crate::index::Index) implementation, so the
+//! embedded and Redis indexes cannot disagree on a verdict.
+//!
+//! An article duplicates a candidate when
+//! - **exact**: their content hashes are equal; or
+//! - **simhash**: their SimHashes differ in at most `max_distance` bits; or
+//! - **sentence**: they share at least one long-sentence signature *and* their
+//!   SimHashes differ in at most `sentence_max_distance` bits (a copy with edits).
+//!
+//! Among matches the best is the exact one, then the closest SimHash, then the one
+//! sharing most sentences, then the earliest, then the smallest id.
+
+use serde::{Deserialize, Serialize};
+
+use crate::fingerprint::Fingerprint;
+use crate::simhash::hamming;
+
+/// Which signal decided a duplicate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Signal {
+    Exact,
+    Simhash,
+    Sentence,
+}
+
+impl Signal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Exact => "exact",
+            Signal::Simhash => "simhash",
+            Signal::Sentence => "sentence",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Signal> {
+        match s {
+            "exact" => Some(Signal::Exact),
+            "simhash" => Some(Signal::Simhash),
+            "sentence" => Some(Signal::Sentence),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Thresholds of the decision. Defaults are measured on the dev sets (see
+/// `docs/benchmarks.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DecisionConfig {
+    /// SimHash Hamming distance that alone makes a duplicate (k). The index finds
+    /// these through 4 × 16-bit blocks, which guarantees k ≤ 3.
+    pub max_distance: u32,
+    /// Looser SimHash bound that verifies a shared long sentence.
+    pub sentence_max_distance: u32,
+    /// Only articles whose timestamps are within this many milliseconds of each
+    /// other are compared (the retention window; default two days).
+    pub window_ms: u64,
+}
+
+/// The largest `max_distance` the 4-block pigeonhole index can guarantee to find.
+pub const MAX_PIGEONHOLE_DISTANCE: u32 = 3;
+
+impl Default for DecisionConfig {
+    fn default() -> Self {
+        Self {
+            max_distance: 3,
+            sentence_max_distance: 16,
+            window_ms: 48 * 3600 * 1000,
+        }
+    }
+}
+
+impl DecisionConfig {
+    /// Check the thresholds make sense together.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_distance > MAX_PIGEONHOLE_DISTANCE {
+            return Err(format!(
+                "max_distance = {} but the 4 × 16-bit block index only guarantees finding distances ≤ {MAX_PIGEONHOLE_DISTANCE}",
+                self.max_distance
+            ));
+        }
+        if self.sentence_max_distance > 64 {
+            return Err(format!(
+                "sentence_max_distance = {} but a 64-bit hash differs in at most 64 bits",
+                self.sentence_max_distance
+            ));
+        }
+        if self.window_ms == 0 {
+            return Err("window_ms must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Are two timestamps close enough to be compared?
+    pub fn in_window(&self, a_ms: i64, b_ms: i64) -> bool {
+        a_ms.abs_diff(b_ms) <= self.window_ms
+    }
+}
+
+/// What the decision needs to know about a stored article.
+#[derive(Debug, Clone, Copy)]
+pub struct CandidateView<'a> {
+    pub id: &'a str,
+    pub simhash: u64,
+    pub content: u64,
+    pub sentences: &'a [u64],
+    pub ts_ms: i64,
+}
+
+/// A match: which candidate, how far, by which signal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Match {
+    pub id: String,
+    pub distance: u32,
+    pub signal: Signal,
+}
+
+/// Number of values present in both sorted slices.
+pub fn shared_count(a: &[u64], b: &[u64]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Classify one candidate: the signal under which it is a duplicate, if any.
+pub fn classify(
+    fp: &Fingerprint,
+    c: &CandidateView<'_>,
+    cfg: &DecisionConfig,
+) -> Option<(Signal, u32, usize)> {
+    let distance = hamming(fp.simhash, c.simhash);
+    let shared = shared_count(&fp.sentences, c.sentences);
+    let signal = if fp.content == c.content {
+        Signal::Exact
+    } else if distance <= cfg.max_distance {
+        Signal::Simhash
+    } else if shared > 0 && distance <= cfg.sentence_max_distance {
+        Signal::Sentence
+    } else {
+        return None;
+    };
+    Some((signal, distance, shared))
+}
+
+/// Choose the best match for an article at `ts_ms` among `candidates` (which may
+/// repeat and may include articles outside the window; both are handled here).
+pub fn decide<'a>(
+    fp: &Fingerprint,
+    ts_ms: i64,
+    candidates: impl IntoIterator<Item = CandidateView<'a>>,
+    cfg: &DecisionConfig,
+) -> Option<Match> {
+    if fp.is_empty() {
+        return None;
+    }
+    let mut best: Option<(
+        (bool, u32, std::cmp::Reverse<usize>, i64),
+        CandidateView<'a>,
+        Signal,
+    )> = None;
+    for c in candidates {
+        if !cfg.in_window(ts_ms, c.ts_ms) {
+            continue;
+        }
+        let Some((signal, distance, shared)) = classify(fp, &c, cfg) else {
+            continue;
+        };
+        // Smaller is better: exact first, then distance, then more shared sentences, then earlier.
+        let rank = (
+            signal != Signal::Exact,
+            distance,
+            std::cmp::Reverse(shared),
+            c.ts_ms,
+        );
+        let better = match &best {
+            None => true,
+            Some((r, b, _)) => rank < *r || (rank == *r && c.id < b.id),
+        };
+        if better {
+            best = Some((rank, c, signal));
+        }
+    }
+    best.map(|((_, distance, _, _), c, signal)| Match {
+        id: c.id.to_owned(),
+        distance,
+        signal,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(simhash: u64, content: u64, sentences: &[u64]) -> Fingerprint {
+        Fingerprint {
+            simhash,
+            content,
+            sentences: sentences.to_vec(),
+            words: 10,
+        }
+    }
+
+    fn cand<'a>(
+        id: &'a str,
+        simhash: u64,
+        content: u64,
+        sentences: &'a [u64],
+        ts_ms: i64,
+    ) -> CandidateView<'a> {
+        CandidateView {
+            id,
+            simhash,
+            content,
+            sentences,
+            ts_ms,
+        }
+    }
+
+    #[test]
+    fn signals_and_bounds() {
+        let cfg = DecisionConfig::default();
+        let me = fp(0, 1, &[10, 20]);
+        let far = u64::MAX; // distance 64
+        assert_eq!(
+            classify(&me, &cand("a", far, 1, &[], 0), &cfg).unwrap().0,
+            Signal::Exact
+        );
+        assert_eq!(
+            classify(&me, &cand("a", 0b111, 2, &[], 0), &cfg).unwrap().0,
+            Signal::Simhash
+        );
+        assert!(classify(&me, &cand("a", 0b1111, 2, &[], 0), &cfg).is_none());
+        assert_eq!(
+            classify(&me, &cand("a", 0xffff, 2, &[20], 0), &cfg)
+                .unwrap()
+                .0,
+            Signal::Sentence
+        );
+        assert!(classify(&me, &cand("a", 0x1ffff, 2, &[20], 0), &cfg).is_none());
+    }
+
+    #[test]
+    fn best_match_wins_and_window_applies() {
+        let cfg = DecisionConfig {
+            window_ms: 100,
+            ..Default::default()
+        };
+        let me = fp(0, 1, &[5]);
+        let s = [5u64];
+        let cands = vec![
+            cand("far-in-time", 0, 1, &s, 1000),
+            cand("sentence", 0xff, 2, &s, 0),
+            cand("simhash", 0b11, 2, &[], 0),
+            cand("closer", 0b1, 2, &[], 50),
+        ];
+        let m = decide(&me, 0, cands, &cfg).unwrap();
+        assert_eq!(
+            (m.id.as_str(), m.distance, m.signal),
+            ("closer", 1, Signal::Simhash)
+        );
+        // The window edge is inclusive.
+        let m = decide(&me, 0, vec![cand("edge", 0, 1, &s, 100)], &cfg).unwrap();
+        assert_eq!(m.signal, Signal::Exact);
+        assert!(decide(&me, 0, vec![cand("out", 0, 1, &s, 101)], &cfg).is_none());
+    }
+
+    #[test]
+    fn empty_fingerprint_never_matches() {
+        let me = Fingerprint {
+            words: 0,
+            ..fp(0, 1, &[])
+        };
+        assert!(decide(
+            &me,
+            0,
+            vec![cand("a", 0, 1, &[], 0)],
+            &DecisionConfig::default()
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn ties_go_to_the_earliest_then_smallest_id() {
+        let me = fp(0, 1, &[]);
+        let cfg = DecisionConfig::default();
+        let m = decide(
+            &me,
+            10,
+            vec![
+                cand("b", 1, 2, &[], 5),
+                cand("a", 1, 2, &[], 5),
+                cand("c", 1, 2, &[], 9),
+            ],
+            &cfg,
+        );
+        assert_eq!(m.unwrap().id, "a");
+    }
+
+    #[test]
+    fn validate_rejects_unreachable_k() {
+        let cfg = DecisionConfig {
+            max_distance: 4,
+            ..Default::default()
+        };
+        assert!(cfg.validate().unwrap_err().contains("≤ 3"));
+        assert!(DecisionConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn shared_count_of_sorted() {
+        assert_eq!(shared_count(&[1, 3, 5, 7], &[2, 3, 7, 9]), 2);
+        assert_eq!(shared_count(&[], &[1]), 0);
+    }
+}

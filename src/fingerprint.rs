@@ -1,0 +1,204 @@
+//! Fingerprint v1: text → normalized text → words → TF-IDF weighted SimHash, plus
+//! sentence signatures and a content hash. Pure and I/O-free; the exact recipe is
+//! specified in `docs/fingerprint.md` and pinned by golden vectors in `tests/`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::idf::IdfTable;
+use crate::normalize::normalize;
+use crate::signature::signature;
+use crate::simhash::{to_hex, SimHasher};
+use crate::tokenize::Tokenizer;
+
+/// The fingerprint recipe version. Fingerprints of different versions must not be
+/// compared; the index stores it so an upgrade can tell.
+pub const FINGERPRINT_VERSION: u32 = 1;
+
+/// Tunables of the fingerprint. Changing any of them changes fingerprints, so every
+/// worker sharing an index must use the same values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FingerprintConfig {
+    /// Keep only the `top_words` highest TF-IDF words as SimHash features (0 = all).
+    pub top_words: usize,
+    /// How many of the longest sentences are signed.
+    pub sentences: usize,
+    /// Sentences whose key (letters and digits) is shorter than this are not signed.
+    pub min_sentence_chars: usize,
+    /// Let jieba guess words missing from its dictionary (HMM). Off: faster and
+    /// steadier under small edits.
+    pub hmm: bool,
+}
+
+impl Default for FingerprintConfig {
+    fn default() -> Self {
+        Self {
+            top_words: 0,
+            sentences: 5,
+            min_sentence_chars: 12,
+            hmm: false,
+        }
+    }
+}
+
+/// Everything the index needs to know about an article's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    /// TF-IDF weighted SimHash-64 of the content words.
+    pub simhash: u64,
+    /// Hash of the normalized content's letters and digits (exact-copy signal).
+    pub content: u64,
+    /// Hashes of the longest sentences, sorted.
+    pub sentences: Vec<u64>,
+    /// Number of content words (0 means there was nothing to fingerprint).
+    pub words: u32,
+}
+
+impl Fingerprint {
+    /// An article with no content words cannot be compared with anything.
+    pub fn is_empty(&self) -> bool {
+        self.words == 0
+    }
+
+    pub fn simhash_hex(&self) -> String {
+        to_hex(self.simhash)
+    }
+}
+
+/// Computes fingerprints. Cheap to clone (shares the segmenter and IDF table) and
+/// `Send + Sync`, so one instance serves all threads.
+#[derive(Debug, Clone)]
+pub struct Fingerprinter {
+    tokenizer: Tokenizer,
+    idf: Arc<IdfTable>,
+    config: FingerprintConfig,
+}
+
+impl Fingerprinter {
+    pub fn new(tokenizer: Tokenizer, idf: Arc<IdfTable>, config: FingerprintConfig) -> Self {
+        Self {
+            tokenizer,
+            idf,
+            config,
+        }
+    }
+
+    /// The default recipe: jieba's IDF table, shipped stop words, default config.
+    pub fn with_defaults() -> Result<Self, crate::idf::IdfError> {
+        let config = FingerprintConfig::default();
+        Ok(Self::new(
+            Tokenizer::new(config.hmm),
+            IdfTable::builtin()?,
+            config,
+        ))
+    }
+
+    pub fn config(&self) -> &FingerprintConfig {
+        &self.config
+    }
+
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// Fingerprint raw article text (HTML and markdown allowed).
+    pub fn fingerprint(&self, text: &str) -> Fingerprint {
+        self.fingerprint_normalized(&normalize(text))
+    }
+
+    /// Fingerprint text that has already been through [`normalize`].
+    pub fn fingerprint_normalized(&self, text: &str) -> Fingerprint {
+        let mut tf: HashMap<&str, u32> = HashMap::with_capacity(256);
+        let mut owned: Vec<String> = Vec::new();
+        // Words borrowed from `text` are counted directly; lowercased ones are owned
+        // first and counted after (they cannot be borrowed from `text`).
+        self.tokenizer.for_each_word(text, |w| {
+            if let Some(start) = subslice_offset(text, w) {
+                *tf.entry(&text[start..start + w.len()]).or_insert(0) += 1;
+            } else {
+                owned.push(w.to_owned());
+            }
+        });
+        for w in &owned {
+            *tf.entry(w.as_str()).or_insert(0) += 1;
+        }
+        let words: u32 = tf.values().sum();
+        let mut weighted: Vec<(&str, f64)> = tf
+            .into_iter()
+            .map(|(w, n)| (w, f64::from(n) * self.idf.get(w)))
+            .collect();
+        if self.config.top_words > 0 && weighted.len() > self.config.top_words {
+            // Highest weight first; ties by word so the cut is deterministic.
+            weighted.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            weighted.truncate(self.config.top_words);
+        }
+        let mut hasher = SimHasher::default();
+        for (word, weight) in &weighted {
+            hasher.add(word, *weight);
+        }
+        let sig = signature(text, self.config.sentences, self.config.min_sentence_chars);
+        Fingerprint {
+            simhash: hasher.finish(),
+            content: sig.content,
+            sentences: sig.sentences,
+            words,
+        }
+    }
+}
+
+/// If `part` is a slice of `whole`, its byte offset.
+fn subslice_offset(whole: &str, part: &str) -> Option<usize> {
+    let start = part.as_ptr() as usize;
+    let base = whole.as_ptr() as usize;
+    (start >= base && start + part.len() <= base + whole.len()).then(|| start - base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp() -> Fingerprinter {
+        Fingerprinter::with_defaults().unwrap()
+    }
+
+    #[test]
+    fn markup_does_not_change_the_fingerprint() {
+        let f = fp();
+        let plain = "国家统计局今天发布数据，一季度国内生产总值同比增长百分之五点三。消费对经济增长的贡献率明显提升。";
+        let marked = "<p>**国家统计局今天发布数据**，一季度国内生产总值同比增长百分之五点三。</p><!--x-->\n\n消费对经济增长的贡献率明显提升。";
+        assert_eq!(f.fingerprint(plain), f.fingerprint(marked));
+    }
+
+    #[test]
+    fn empty_text_has_no_words() {
+        let f = fp();
+        assert!(f.fingerprint("").is_empty());
+        assert!(f.fingerprint("。。。!!! --").is_empty());
+        assert!(!f.fingerprint("Hello world again").is_empty());
+    }
+
+    #[test]
+    fn case_does_not_matter_for_latin() {
+        let f = fp();
+        assert_eq!(
+            f.fingerprint("Stocks Rally As Markets Rebound").simhash,
+            f.fingerprint("stocks rally as markets rebound").simhash
+        );
+    }
+
+    #[test]
+    fn top_words_limits_features() {
+        let base = fp();
+        let cfg = FingerprintConfig {
+            top_words: 1,
+            ..Default::default()
+        };
+        let one = Fingerprinter::new(base.tokenizer().clone(), IdfTable::builtin().unwrap(), cfg);
+        // With one feature the SimHash is that feature's hash.
+        let h = one.fingerprint("apple apple banana").simhash;
+        assert_eq!(h, crate::simhash::hash_bytes(b"apple"));
+    }
+}

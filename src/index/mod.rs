@@ -1,0 +1,149 @@
+//! The index: where fingerprints of recent articles live, and the one place a
+//! verdict is made and recorded.
+//!
+//! [`Index`] is implemented twice, held to the same behaviour by one conformance
+//! suite (`tests/conformance/`):
+//! - [`EmbeddedIndex`]: in-process, for `simdedup scan`, tests and single-node use;
+//! - the Redis index (Lua check-and-insert), shared by any number of workers.
+//!
+//! Both find candidates the same way (exact content hash, the four 16-bit SimHash
+//! blocks, the long-sentence hashes), keep only those inside the retention window,
+//! and let [`decide`](crate::decision::decide) choose.
+
+mod embedded;
+
+pub use embedded::EmbeddedIndex;
+
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+
+use crate::decision::{Match, Signal};
+use crate::fingerprint::Fingerprint;
+
+/// An article as the index sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub id: String,
+    /// Event time, unix milliseconds. Articles are compared only with articles
+    /// whose time is within the window of this one.
+    pub ts_ms: i64,
+    pub fingerprint: Fingerprint,
+}
+
+/// The verdict on an article.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "lowercase")]
+pub enum Verdict {
+    /// No earlier article in the window is a near-duplicate: this one is kept.
+    Unique,
+    /// A near-duplicate of an earlier article.
+    Duplicate(Duplicate),
+}
+
+/// Where a duplicate links to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Duplicate {
+    /// The kept article of the cluster (the root of the chain of matches).
+    pub dup_of: String,
+    /// The article that matched (equal to `dup_of` unless it was itself a duplicate).
+    pub matched: String,
+    /// SimHash Hamming distance to `matched`.
+    pub distance: u32,
+    /// The signal that decided.
+    pub signal: Signal,
+}
+
+impl Verdict {
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, Verdict::Duplicate(_))
+    }
+
+    pub fn duplicate(&self) -> Option<&Duplicate> {
+        match self {
+            Verdict::Duplicate(d) => Some(d),
+            Verdict::Unique => None,
+        }
+    }
+
+    /// Build a verdict from the decision's match and the matched article's own verdict.
+    pub fn from_match(m: Match, matched_root: Option<&str>) -> Verdict {
+        Verdict::Duplicate(Duplicate {
+            dup_of: matched_root.unwrap_or(&m.id).to_owned(),
+            matched: m.id,
+            distance: m.distance,
+            signal: m.signal,
+        })
+    }
+}
+
+/// The answer to a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    /// The id was already in the index: `verdict` is the one stored for it then,
+    /// and nothing was written (idempotency).
+    pub replayed: bool,
+}
+
+/// What the index holds about one article.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredArticle {
+    pub id: String,
+    pub ts_ms: i64,
+    pub fingerprint: Fingerprint,
+    pub verdict: Verdict,
+}
+
+/// A kept article and the duplicates linked to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cluster {
+    pub root: String,
+    /// Duplicates linked to `root`, sorted by id.
+    pub duplicates: Vec<String>,
+}
+
+/// Errors an index can return. Callers branch on them: `Unavailable` is worth a
+/// retry with backoff, the others are not.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("index backend unavailable: {0}")]
+    Unavailable(String),
+    #[error("index backend error: {0}")]
+    Backend(String),
+    #[error("stored data for article {id:?} is corrupt: {reason}")]
+    Corrupt { id: String, reason: String },
+    #[error("gave up after {attempts} attempts: the candidate sets kept changing under concurrent writers")]
+    Contention { attempts: u32 },
+}
+
+/// A store of recent fingerprints that makes and records verdicts.
+///
+/// `check_and_insert` is atomic: however many callers race on copies of one
+/// article, exactly one is `Unique`. It is idempotent per id.
+pub trait Index: Send + Sync {
+    /// Decide on `entry` and record it (with its verdict). If its id is already
+    /// stored, return the stored verdict with `replayed = true` and write nothing.
+    fn check_and_insert(
+        &self,
+        entry: &IndexEntry,
+    ) -> impl Future<Output = Result<Outcome, IndexError>> + Send;
+
+    /// Decide on `entry` without recording anything. A stored id gets its stored verdict.
+    fn query(&self, entry: &IndexEntry)
+        -> impl Future<Output = Result<Outcome, IndexError>> + Send;
+
+    /// Remove an article; `true` if it was there. Duplicates linked to it keep
+    /// their `dup_of`.
+    fn delete(&self, id: &str) -> impl Future<Output = Result<bool, IndexError>> + Send;
+
+    /// What is stored for `id`, if it is inside the window.
+    fn get(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<StoredArticle>, IndexError>> + Send;
+
+    /// The cluster `id` belongs to: its kept article and that article's duplicates.
+    fn cluster(&self, id: &str)
+        -> impl Future<Output = Result<Option<Cluster>, IndexError>> + Send;
+}

@@ -1,0 +1,33 @@
+//! simdedup: near-duplicate detection for articles, embedded or shared through Redis.
+//!
+//! The crate is layered so each part can be tested and measured alone:
+//!
+//! - **Fingerprinting** (pure, no I/O): [`normalize`] strips markup and folds
+//!   Unicode; [`tokenize`] cuts words (jieba for Chinese, UAX #29 for the rest);
+//!   [`idf`] weighs them; [`simhash`] folds them into a 64-bit SimHash;
+//!   [`signature`] hashes the longest sentences and the whole content;
+//!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint).
+//!   The recipe is specified in `docs/fingerprint.md`.
+//! - **Deciding**: [`decision`] says whether a fingerprint duplicates any of a set
+//!   of candidates, and by which signal (exact, simhash, sentence).
+//! - **Indexing**: [`index`] defines the [`Index`](index::Index) trait (atomic,
+//!   idempotent check-and-insert, query, delete, get, cluster) and the in-process
+//!   [`EmbeddedIndex`](index::EmbeddedIndex).
+//! - **Running**: [`article`] turns input into articles or specific rejections;
+//!   [`scan`] is the no-Redis JSONL pipeline; [`eval`] scores verdicts against a
+//!   labelled set; [`settings`] loads configuration (file ← env ← flags).
+//!
+//! The binary (`src/main.rs`) only parses arguments, sets up tracing and calls in here.
+
+pub mod article;
+pub mod decision;
+pub mod eval;
+pub mod fingerprint;
+pub mod idf;
+pub mod index;
+pub mod normalize;
+pub mod scan;
+pub mod settings;
+pub mod signature;
+pub mod simhash;
+pub mod tokenize;

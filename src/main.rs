@@ -1,0 +1,321 @@
+//! The `simdedup` command line: parses arguments, sets up tracing, calls the library.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+use simdedup::article::{parse_json_line, validate_text};
+use simdedup::eval::{score, Truth};
+use simdedup::idf::{write_table, IdfBuilder};
+use simdedup::index::EmbeddedIndex;
+use simdedup::normalize::normalize;
+use simdedup::scan::{scan, ScanOptions};
+use simdedup::settings::Settings;
+use simdedup::tokenize::Tokenizer;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "simdedup",
+    version,
+    about = "Near-duplicate detection for articles: SimHash + sentence signatures, embedded or on Redis",
+    long_about = "Near-duplicate detection for articles.\n\n\
+        Each article is checked against the articles before it (within a retention window) and is \
+        `unique` (kept), `duplicate` (with `dup_of` naming the kept article) or `rejected` (with a reason).\n\n\
+        Quick start:  simdedup scan articles.jsonl > verdicts.jsonl"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check JSONL articles ({"id","text",["title"],["ts"]}) in order, in memory; one verdict per line on stdout.
+    Scan(ScanArgs),
+    /// Print the fingerprint of one text as JSON.
+    Fingerprint(FingerprintArgs),
+    /// IDF tables.
+    #[command(subcommand)]
+    Idf(IdfCommand),
+    /// Scan a labelled stream and score it (recall / precision) against its truth file.
+    Eval(EvalArgs),
+}
+
+/// Settings shared by every command that fingerprints.
+#[derive(Args, Debug)]
+struct Common {
+    /// TOML configuration file (flags beat SIMDEDUP_* environment variables beat the file).
+    #[arg(long, short = 'c', env = "SIMDEDUP_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Custom IDF table (`word idf` lines, from `simdedup idf build`) instead of jieba's.
+    #[arg(long, value_name = "FILE")]
+    idf: Option<PathBuf>,
+    /// SimHash distance that alone makes a duplicate (0-3).
+    #[arg(long, value_name = "K")]
+    max_distance: Option<u32>,
+    /// SimHash distance that confirms a shared long sentence.
+    #[arg(long, value_name = "D")]
+    sentence_max_distance: Option<u32>,
+    /// Compare only articles whose timestamps are within this many hours.
+    #[arg(long, value_name = "HOURS")]
+    window_hours: Option<f64>,
+    /// Reject texts longer than this many bytes.
+    #[arg(long, value_name = "BYTES")]
+    max_text_bytes: Option<usize>,
+}
+
+impl Common {
+    fn settings(&self) -> Result<Settings> {
+        let mut s = Settings::load(self.config.as_deref())?;
+        if let Some(p) = &self.idf {
+            s.idf_path = Some(p.clone());
+        }
+        if let Some(k) = self.max_distance {
+            s.decision.max_distance = k;
+        }
+        if let Some(d) = self.sentence_max_distance {
+            s.decision.sentence_max_distance = d;
+        }
+        if let Some(h) = self.window_hours {
+            if !(h > 0.0 && h.is_finite()) {
+                bail!("--window-hours must be a positive number of hours, got {h}");
+            }
+            s.decision.window_ms = (h * 3_600_000.0) as u64;
+        }
+        if let Some(b) = self.max_text_bytes {
+            s.max_text_bytes = b;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+#[derive(Args, Debug)]
+struct ScanArgs {
+    /// JSONL input; standard input when absent or `-`.
+    file: Option<PathBuf>,
+    /// Write verdicts here instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// No progress bar even on a terminal.
+    #[arg(long)]
+    no_progress: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+struct FingerprintArgs {
+    /// The text; `-` or absent reads standard input.
+    text: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Subcommand, Debug)]
+enum IdfCommand {
+    /// Build an IDF table from your own articles (JSONL with a `text` field).
+    Build {
+        /// JSONL corpus; `-` for standard input.
+        corpus: PathBuf,
+        /// Where to write the table.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: PathBuf,
+        /// Leave out words seen in fewer documents than this (they get the median IDF).
+        #[arg(long, default_value_t = 2)]
+        min_df: u64,
+    },
+}
+
+#[derive(Args, Debug)]
+struct EvalArgs {
+    /// Labelled stream (JSONL {"id","text"} in arrival order).
+    #[arg(long)]
+    stream: PathBuf,
+    /// Truth file (JSONL {"id","best_j","kind"}).
+    #[arg(long)]
+    truth: PathBuf,
+    /// Also write the verdicts in the reference scorer's format ({"id","duplicate","dup_of"}).
+    #[arg(long, value_name = "FILE")]
+    verdicts: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SIMDEDUP_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Scan(args) => run_scan(args),
+        Command::Fingerprint(args) => run_fingerprint(args),
+        Command::Idf(IdfCommand::Build {
+            corpus,
+            output,
+            min_df,
+        }) => run_idf_build(&corpus, &output, min_df),
+        Command::Eval(args) => run_eval(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("simdedup: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn open_input(path: Option<&Path>) -> Result<(Box<dyn BufRead + Send>, Option<u64>)> {
+    match path {
+        None => Ok((Box::new(BufReader::new(std::io::stdin())), None)),
+        Some(p) if p == Path::new("-") => Ok((Box::new(BufReader::new(std::io::stdin())), None)),
+        Some(p) => {
+            let f = File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+            let len = f.metadata().ok().map(|m| m.len());
+            Ok((Box::new(BufReader::with_capacity(1 << 20, f)), len))
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn run_scan(args: ScanArgs) -> Result<()> {
+    let settings = args.common.settings()?;
+    let fingerprinter = settings.fingerprinter()?;
+    let index = EmbeddedIndex::new(settings.decision.clone());
+    let (input, total_bytes) = open_input(args.file.as_deref())?;
+    let output: Box<dyn Write> = match &args.output {
+        Some(p) => {
+            Box::new(File::create(p).with_context(|| format!("cannot create {}", p.display()))?)
+        }
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let options = ScanOptions {
+        max_text_bytes: settings.max_text_bytes,
+        default_ts_ms: now_ms(),
+        total_bytes,
+        progress: !args.no_progress && std::io::stderr().is_terminal(),
+    };
+    let summary = scan(input, output, &fingerprinter, &index, &options)?;
+    eprintln!("simdedup: {summary}");
+    Ok(())
+}
+
+fn run_fingerprint(args: FingerprintArgs) -> Result<()> {
+    let settings = args.common.settings()?;
+    let text = match args.text.as_deref() {
+        None | Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading standard input (it must be UTF-8 text)")?;
+            s
+        }
+        Some(t) => t.to_owned(),
+    };
+    validate_text(&text, settings.max_text_bytes)?;
+    let fp = settings.fingerprinter()?.fingerprint(&text);
+    let json = serde_json::json!({
+        "version": simdedup::fingerprint::FINGERPRINT_VERSION,
+        "simhash": fp.simhash_hex(),
+        "content": simdedup::simhash::to_hex(fp.content),
+        "sentences": fp.sentences.iter().map(|s| simdedup::simhash::to_hex(*s)).collect::<Vec<_>>(),
+        "words": fp.words,
+        "empty": fp.is_empty(),
+    });
+    println!("{}", serde_json::to_string_pretty(&json)?);
+    Ok(())
+}
+
+fn run_idf_build(corpus: &Path, output: &Path, min_df: u64) -> Result<()> {
+    let (input, _) = open_input(Some(corpus))?;
+    let mut builder = IdfBuilder::new(Tokenizer::new(false));
+    let mut skipped = 0u64;
+    for (n, line) in input.split(b'\n').enumerate() {
+        let line = line.with_context(|| format!("reading {}", corpus.display()))?;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_json_line(&line, usize::MAX) {
+            Ok(article) => builder.add_normalized(&normalize(&article.text)),
+            Err(why) => {
+                skipped += 1;
+                tracing::warn!("{}:{}: skipped: {why}", corpus.display(), n + 1);
+            }
+        }
+    }
+    if builder.documents() == 0 {
+        bail!(
+            "{} has no usable articles (JSONL lines with `id` and `text`)",
+            corpus.display()
+        );
+    }
+    let table = builder.build(min_df);
+    let file =
+        File::create(output).with_context(|| format!("cannot create {}", output.display()))?;
+    write_table(&table, std::io::BufWriter::new(file)).context("writing the IDF table")?;
+    eprintln!(
+        "simdedup: IDF table of {} words from {} documents ({} lines skipped) written to {}",
+        table.len(),
+        builder.documents(),
+        skipped,
+        output.display()
+    );
+    Ok(())
+}
+
+fn run_eval(args: EvalArgs) -> Result<()> {
+    let settings = args.common.settings()?;
+    let fingerprinter = settings.fingerprinter()?;
+    let index = EmbeddedIndex::new(settings.decision.clone());
+    let truth = Truth::read(BufReader::new(
+        File::open(&args.truth).with_context(|| format!("cannot open {}", args.truth.display()))?,
+    ))
+    .map_err(anyhow::Error::msg)?;
+    let (input, total_bytes) = open_input(Some(&args.stream))?;
+    let mut verdict_lines = Vec::new();
+    let options = ScanOptions {
+        max_text_bytes: settings.max_text_bytes,
+        default_ts_ms: now_ms(),
+        total_bytes,
+        progress: std::io::stderr().is_terminal(),
+    };
+    let summary = scan(input, &mut verdict_lines, &fingerprinter, &index, &options)?;
+    let mut flagged = HashMap::new();
+    let mut scorer_lines = String::new();
+    for line in verdict_lines
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+    {
+        let v: serde_json::Value = serde_json::from_slice(line)?;
+        let Some(id) = v["id"].as_str() else { continue };
+        let dup = v["verdict"] == "duplicate";
+        flagged.insert(id.to_owned(), dup);
+        scorer_lines.push_str(
+            &serde_json::json!({"id": id, "duplicate": dup, "dup_of": v["dup_of"]}).to_string(),
+        );
+        scorer_lines.push('\n');
+    }
+    if let Some(path) = &args.verdicts {
+        std::fs::write(path, scorer_lines)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let s = score(&truth, &flagged);
+    eprintln!("simdedup: {summary}");
+    println!("{}", serde_json::to_string_pretty(&s)?);
+    Ok(())
+}

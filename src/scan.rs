@@ -1,0 +1,303 @@
+//! `simdedup scan`: JSONL articles in, one verdict per line out, no Redis.
+//!
+//! Parsing and fingerprinting run on all cores (rayon) a chunk at a time, on a
+//! thread of their own; decisions run on the caller's thread in arrival order, so
+//! each article is checked against exactly the articles before it.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::article::{parse_json_line, Article, Rejection};
+use crate::fingerprint::{Fingerprint, Fingerprinter};
+use crate::index::{EmbeddedIndex, IndexEntry, Verdict};
+use crate::simhash::to_hex;
+
+/// Lines fingerprinted together; big enough to keep every core busy.
+const CHUNK_LINES: usize = 1024;
+
+/// One output line of `scan`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScanRecord {
+    /// The article's id (null when the line was rejected before an id was read).
+    pub id: Option<String>,
+    /// `unique`, `duplicate` or `rejected`.
+    pub verdict: &'static str,
+    pub dup_of: Option<String>,
+    pub distance: Option<u32>,
+    pub signal: Option<&'static str>,
+    pub simhash: Option<String>,
+    pub reason: Option<String>,
+    /// 1-based input line number, on rejected lines.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}
+
+impl ScanRecord {
+    fn decided(id: String, fp: &Fingerprint, verdict: &Verdict) -> Self {
+        let d = verdict.duplicate();
+        ScanRecord {
+            id: Some(id),
+            verdict: if d.is_some() { "duplicate" } else { "unique" },
+            dup_of: d.map(|d| d.dup_of.clone()),
+            distance: d.map(|d| d.distance),
+            signal: d.map(|d| d.signal.as_str()),
+            simhash: Some(to_hex(fp.simhash)),
+            reason: None,
+            line: None,
+        }
+    }
+
+    fn rejected(id: Option<String>, line: u64, why: &Rejection) -> Self {
+        ScanRecord {
+            id,
+            verdict: "rejected",
+            dup_of: None,
+            distance: None,
+            signal: None,
+            simhash: None,
+            reason: Some(format!("line {line}: {why}")),
+            line: Some(line),
+        }
+    }
+}
+
+/// Options of a scan.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    pub max_text_bytes: usize,
+    /// Timestamp for articles without `ts` (all such articles share one window).
+    pub default_ts_ms: i64,
+    /// Input size in bytes, for the progress bar (None: a spinner).
+    pub total_bytes: Option<u64>,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+}
+
+/// Counts of a finished scan.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScanSummary {
+    pub articles: u64,
+    pub unique: u64,
+    pub duplicate: u64,
+    pub rejected: u64,
+    pub by_signal: BTreeMap<&'static str, u64>,
+    pub by_reason: BTreeMap<&'static str, u64>,
+    #[serde(serialize_with = "serialize_secs")]
+    pub elapsed: Duration,
+}
+
+fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl ScanSummary {
+    pub fn per_second(&self) -> f64 {
+        self.articles as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+impl std::fmt::Display for ScanSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} articles in {:.2}s ({:.0}/s): {} unique, {} duplicate",
+            self.articles,
+            self.elapsed.as_secs_f64(),
+            self.per_second(),
+            self.unique,
+            self.duplicate
+        )?;
+        if !self.by_signal.is_empty() {
+            let parts: Vec<String> = self
+                .by_signal
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            write!(f, " ({})", parts.join(", "))?;
+        }
+        write!(f, ", {} rejected", self.rejected)?;
+        if !self.by_reason.is_empty() {
+            let parts: Vec<String> = self
+                .by_reason
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            write!(f, " ({})", parts.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("reading input: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("writing verdicts: {0}")]
+    Write(#[source] std::io::Error),
+}
+
+/// A line after the parallel stage.
+enum Prepared {
+    Ok {
+        article: Article,
+        fingerprint: Fingerprint,
+    },
+    Rejected {
+        id: Option<String>,
+        line: u64,
+        why: Rejection,
+    },
+}
+
+fn prepare(fp: &Fingerprinter, line_no: u64, bytes: &[u8], max_text_bytes: usize) -> Prepared {
+    match parse_json_line(bytes, max_text_bytes) {
+        Err(why) => Prepared::Rejected {
+            id: None,
+            line: line_no,
+            why,
+        },
+        Ok(article) => {
+            let fingerprint = fp.fingerprint(&article.text);
+            if fingerprint.is_empty() {
+                Prepared::Rejected {
+                    id: Some(article.id),
+                    line: line_no,
+                    why: Rejection::NoContent,
+                }
+            } else {
+                Prepared::Ok {
+                    article,
+                    fingerprint,
+                }
+            }
+        }
+    }
+}
+
+/// Run a scan: read JSONL from `input`, write one [`ScanRecord`] per non-blank line
+/// to `output`, deciding against (and inserting into) `index`.
+pub fn scan(
+    mut input: impl BufRead + Send,
+    output: impl Write,
+    fingerprinter: &Fingerprinter,
+    index: &EmbeddedIndex,
+    options: &ScanOptions,
+) -> Result<ScanSummary, ScanError> {
+    let started = Instant::now();
+    let bar = progress_bar(options);
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, output);
+    let mut summary = ScanSummary::default();
+    let (tx, rx) = mpsc::sync_channel::<Result<(Vec<Prepared>, u64), std::io::Error>>(2);
+
+    std::thread::scope(|scope| -> Result<(), ScanError> {
+        scope.spawn(move || {
+            let mut line_no = 0u64;
+            loop {
+                let mut lines: Vec<(u64, Vec<u8>)> = Vec::with_capacity(CHUNK_LINES);
+                let mut bytes_read = 0u64;
+                while lines.len() < CHUNK_LINES {
+                    let mut buf = Vec::new();
+                    match input.read_until(b'\n', &mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            bytes_read += n as u64;
+                            line_no += 1;
+                            if buf.iter().all(u8::is_ascii_whitespace) {
+                                continue;
+                            }
+                            lines.push((line_no, buf));
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+                if lines.is_empty() && bytes_read == 0 {
+                    return;
+                }
+                let prepared: Vec<Prepared> = lines
+                    .par_iter()
+                    .map(|(n, bytes)| prepare(fingerprinter, *n, bytes, options.max_text_bytes))
+                    .collect();
+                if tx.send(Ok((prepared, bytes_read))).is_err() {
+                    return;
+                }
+            }
+        });
+
+        for chunk in rx {
+            let (prepared, bytes_read) = chunk.map_err(ScanError::Read)?;
+            for item in prepared {
+                summary.articles += 1;
+                let record = match item {
+                    Prepared::Ok {
+                        article,
+                        fingerprint,
+                    } => {
+                        let entry = IndexEntry {
+                            id: article.id,
+                            ts_ms: article.ts_ms.unwrap_or(options.default_ts_ms),
+                            fingerprint,
+                        };
+                        let outcome = index.check_and_insert_now(&entry);
+                        match outcome.verdict.duplicate() {
+                            Some(d) => {
+                                summary.duplicate += 1;
+                                *summary.by_signal.entry(d.signal.as_str()).or_insert(0) += 1;
+                            }
+                            None => summary.unique += 1,
+                        }
+                        ScanRecord::decided(entry.id, &entry.fingerprint, &outcome.verdict)
+                    }
+                    Prepared::Rejected { id, line, why } => {
+                        summary.rejected += 1;
+                        *summary.by_reason.entry(why.code()).or_insert(0) += 1;
+                        ScanRecord::rejected(id, line, &why)
+                    }
+                };
+                serde_json::to_writer(&mut out, &record).map_err(|e| ScanError::Write(e.into()))?;
+                out.write_all(b"\n").map_err(ScanError::Write)?;
+            }
+            bar.inc(bytes_read);
+        }
+        Ok(())
+    })?;
+    out.flush().map_err(ScanError::Write)?;
+    bar.finish_and_clear();
+    summary.elapsed = started.elapsed();
+    Ok(summary)
+}
+
+fn progress_bar(options: &ScanOptions) -> ProgressBar {
+    if !options.progress {
+        return ProgressBar::hidden();
+    }
+    match options.total_bytes {
+        Some(total) => {
+            let bar = ProgressBar::new(total);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} scanning [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
+            );
+            bar
+        }
+        None => {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} scanning {bytes} {bytes_per_sec}")
+                    .expect("static template"),
+            );
+            bar
+        }
+    }
+}

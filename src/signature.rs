@@ -1,0 +1,166 @@
+//! Sentence signatures and the content hash: the copy-detection half of a fingerprint.
+//!
+//! SimHash measures how alike two bags of words are; it drifts when a short article
+//! gains a boilerplate line or loses a paragraph. A copied article, however, keeps
+//! most of its long sentences verbatim. So each article also carries the hashes of
+//! its N longest sentences: sharing one is strong evidence of copying, which the
+//! decision then verifies with a looser SimHash bound.
+//!
+//! Sentences are compared by their *key*: the lowercased letters and digits only,
+//! so punctuation, spacing, markup and case changes do not matter.
+
+use crate::simhash::hash_bytes;
+
+/// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
+fn ends_sentence(c: char) -> bool {
+    matches!(c, '。' | '!' | '?' | ';' | '…' | '\n' | '｡')
+}
+
+/// The key of a piece of text: its letters and digits, lowercased.
+pub fn key_of(text: &str, out: &mut String) {
+    out.clear();
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() {
+                out.extend(c.to_lowercase());
+            } else {
+                out.push(c);
+            }
+        }
+    }
+}
+
+/// Split normalized text into sentences. A `.` ends a sentence only before
+/// whitespace or the end (so "3.5" and "U.S.A" stay whole).
+pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || loop {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len();
+        let mut iter = rest.char_indices().peekable();
+        while let Some((i, c)) = iter.next() {
+            let next = iter.peek().map(|&(_, n)| n);
+            let stop = ends_sentence(c) || (c == '.' && next.is_none_or(char::is_whitespace));
+            if stop {
+                end = i + c.len_utf8();
+                break;
+            }
+        }
+        let (sentence, tail) = rest.split_at(end);
+        rest = tail;
+        let sentence = sentence.trim();
+        if !sentence.is_empty() {
+            return Some(sentence);
+        }
+    })
+}
+
+/// What a text's sentences contribute to its fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentenceSignature {
+    /// Hash of the whole text's key (exact-duplicate signal).
+    pub content: u64,
+    /// Hashes of the `n` longest sentence keys (at least `min_chars` long), sorted, unique.
+    pub sentences: Vec<u64>,
+    /// Characters in the whole key.
+    pub key_chars: usize,
+}
+
+/// Compute the content hash and the hashes of the `n` longest sentences whose key
+/// has at least `min_chars` characters. Ties in length go to the smaller hash, so
+/// the choice does not depend on sentence order.
+pub fn signature(text: &str, n: usize, min_chars: usize) -> SentenceSignature {
+    let mut whole = String::with_capacity(text.len());
+    let mut key = String::new();
+    let mut picked: Vec<(usize, u64)> = Vec::new();
+    for sentence in sentences(text) {
+        key_of(sentence, &mut key);
+        whole.push_str(&key);
+        let chars = key.chars().count();
+        if chars >= min_chars {
+            picked.push((chars, hash_bytes(key.as_bytes())));
+        }
+    }
+    picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut hashes: Vec<u64> = picked.into_iter().map(|(_, h)| h).collect();
+    // Repeated sentences count once.
+    let mut seen = Vec::with_capacity(n);
+    hashes.retain(|h| {
+        if seen.len() < n && !seen.contains(h) {
+            seen.push(*h);
+            true
+        } else {
+            false
+        }
+    });
+    hashes.sort_unstable();
+    SentenceSignature {
+        content: hash_bytes(whole.as_bytes()),
+        key_chars: whole.chars().count(),
+        sentences: hashes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_on_chinese_and_english_terminators() {
+        let s: Vec<_> = sentences("第一句。第二句!Third one. Pi is 3.14 ok?\nlast").collect();
+        assert_eq!(
+            s,
+            vec![
+                "第一句。",
+                "第二句!",
+                "Third one.",
+                "Pi is 3.14 ok?",
+                "last"
+            ]
+        );
+    }
+
+    #[test]
+    fn key_ignores_punctuation_space_and_case() {
+        let mut a = String::new();
+        let mut b = String::new();
+        key_of("Hello, World! 你好。", &mut a);
+        key_of("hello world 你好", &mut b);
+        assert_eq!(a, b);
+        assert_eq!(a, "helloworld你好");
+    }
+
+    #[test]
+    fn picks_the_longest_sentences_in_any_order() {
+        let text = "short one. a much much longer sentence here. medium sized one. the longest sentence of them all here.";
+        let a = signature(text, 2, 5);
+        let swapped = "the longest sentence of them all here. medium sized one. short one. a much much longer sentence here.";
+        let b = signature(swapped, 2, 5);
+        assert_eq!(a.sentences, b.sentences);
+        assert_eq!(a.sentences.len(), 2);
+        assert_ne!(a.content, b.content, "content hash is order-sensitive");
+        let mut k = String::new();
+        key_of("the longest sentence of them all here.", &mut k);
+        assert!(a.sentences.contains(&hash_bytes(k.as_bytes())));
+    }
+
+    #[test]
+    fn short_sentences_and_repeats_are_skipped() {
+        let sig = signature(
+            "tiny. tiny. a sentence long enough. a sentence long enough.",
+            4,
+            10,
+        );
+        assert_eq!(sig.sentences.len(), 1);
+    }
+
+    #[test]
+    fn content_hash_ignores_markup_level_changes() {
+        assert_eq!(
+            signature("Hello, world.", 3, 1).content,
+            signature("hello world", 3, 1).content
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! SimHash-64 (Charikar 2002) over weighted features, and Hamming distance.
+//!
+//! Each feature is hashed to 64 bits with SipHash-1-3 under fixed keys over its raw
+//! UTF-8 bytes (nothing appended, so any language can reproduce it). Every bit of
+//! the hash adds the feature's weight to a per-bit sum when set and subtracts it
+//! when clear; the fingerprint's bit is 1 where the sum is positive.
+
+use siphasher::sip::SipHasher13;
+
+/// SipHash key half 0: the ASCII bytes `simdedup` read little-endian.
+pub const SIP_KEY_0: u64 = u64::from_le_bytes(*b"simdedup");
+/// SipHash key half 1: the ASCII bytes `fprintv1` read little-endian.
+pub const SIP_KEY_1: u64 = u64::from_le_bytes(*b"fprintv1");
+
+/// The 64-bit hash used for every feature, sentence and content hash in fingerprint v1.
+#[inline]
+pub fn hash_bytes(bytes: &[u8]) -> u64 {
+    SipHasher13::new_with_keys(SIP_KEY_0, SIP_KEY_1).hash(bytes)
+}
+
+/// Accumulates weighted features into a SimHash.
+#[derive(Debug, Clone)]
+pub struct SimHasher {
+    sums: [f64; 64],
+}
+
+impl Default for SimHasher {
+    fn default() -> Self {
+        Self { sums: [0.0; 64] }
+    }
+}
+
+impl SimHasher {
+    /// Add a feature with its weight.
+    #[inline]
+    pub fn add(&mut self, feature: &str, weight: f64) {
+        self.add_hash(hash_bytes(feature.as_bytes()), weight);
+    }
+
+    /// Add an already hashed feature.
+    #[inline]
+    pub fn add_hash(&mut self, hash: u64, weight: f64) {
+        for (bit, sum) in self.sums.iter_mut().enumerate() {
+            if (hash >> bit) & 1 == 1 {
+                *sum += weight;
+            } else {
+                *sum -= weight;
+            }
+        }
+    }
+
+    /// Bit `i` of the result is 1 where the sum for bit `i` is > 0.
+    pub fn finish(&self) -> u64 {
+        self.sums
+            .iter()
+            .enumerate()
+            .filter(|(_, &s)| s > 0.0)
+            .fold(0u64, |acc, (bit, _)| acc | (1 << bit))
+    }
+}
+
+/// Number of differing bits.
+#[inline]
+pub fn hamming(a: u64, b: u64) -> u32 {
+    (a ^ b).count_ones()
+}
+
+/// The four 16-bit blocks of a SimHash, most significant first. Two hashes within
+/// Hamming distance 3 share at least one block exactly (pigeonhole), which is what
+/// the index looks up.
+#[inline]
+pub fn blocks(hash: u64) -> [u16; 4] {
+    [
+        (hash >> 48) as u16,
+        (hash >> 32) as u16,
+        (hash >> 16) as u16,
+        hash as u16,
+    ]
+}
+
+/// Format a hash as 16 lowercase hex digits (the form used on the wire and in Redis).
+pub fn to_hex(hash: u64) -> String {
+    format!("{hash:016x}")
+}
+
+/// Parse 16 hex digits.
+pub fn from_hex(s: &str) -> Option<u64> {
+    (s.len() == 16)
+        .then(|| u64::from_str_radix(s, 16).ok())
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_the_documented_ascii() {
+        assert_eq!(SIP_KEY_0.to_le_bytes(), *b"simdedup");
+        assert_eq!(SIP_KEY_1.to_le_bytes(), *b"fprintv1");
+    }
+
+    #[test]
+    fn single_feature_simhash_is_its_hash() {
+        let mut s = SimHasher::default();
+        s.add("hello", 1.0);
+        assert_eq!(s.finish(), hash_bytes(b"hello"));
+    }
+
+    #[test]
+    fn weights_decide_conflicts() {
+        let (a, b) = (hash_bytes(b"a"), hash_bytes(b"b"));
+        let mut s = SimHasher::default();
+        s.add("a", 3.0);
+        s.add("b", 1.0);
+        assert_eq!(s.finish(), a);
+        let mut s = SimHasher::default();
+        s.add("a", 1.0);
+        s.add("b", 3.0);
+        assert_eq!(s.finish(), b);
+    }
+
+    #[test]
+    fn empty_is_zero() {
+        assert_eq!(SimHasher::default().finish(), 0);
+    }
+
+    #[test]
+    fn pigeonhole_blocks() {
+        let h = 0x0123_4567_89ab_cdef;
+        assert_eq!(blocks(h), [0x0123, 0x4567, 0x89ab, 0xcdef]);
+        // Flip 3 bits in 3 different blocks: the fourth still matches.
+        let g = h ^ (1 << 63) ^ (1 << 40) ^ (1 << 20);
+        assert_eq!(hamming(h, g), 3);
+        assert_eq!(blocks(h)[3], blocks(g)[3]);
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        assert_eq!(to_hex(0xab), "00000000000000ab");
+        assert_eq!(from_hex("00000000000000ab"), Some(0xab));
+        assert_eq!(from_hex("ab"), None);
+        assert_eq!(from_hex("zz000000000000ab"), None);
+    }
+}
