@@ -13,6 +13,7 @@
 //! - **Indexing**: [`index`] defines the [`Index`](index::Index) trait (atomic,
 //!   idempotent check-and-insert, query, delete, get, cluster) and the in-process
 //!   [`EmbeddedIndex`](index::EmbeddedIndex).
+//! - **Redis**: [`keys`] names every Redis key of a namespace.
 //! - **Running**: [`article`] turns input into articles or specific rejections;
 //!   [`scan`] is the no-Redis JSONL pipeline; [`eval`] scores verdicts against a
 //!   labelled set; [`settings`] loads configuration (file ← env ← flags).
@@ -25,6 +26,7 @@ pub mod eval;
 pub mod fingerprint;
 pub mod idf;
 pub mod index;
+pub mod keys;
 pub mod normalize;
 pub mod scan;
 pub mod settings;
