@@ -51,6 +51,19 @@ pub enum Rejection {
     UnknownOp(String),
     #[error("text has no words after normalization (empty, markup-only or punctuation-only)")]
     NoContent,
+    /// A stream field (the worker reads fields as bytes) is not UTF-8.
+    #[error("field `{field}` is not valid UTF-8 (invalid at byte {valid_up_to})")]
+    InvalidUtf8Field {
+        field: &'static str,
+        valid_up_to: usize,
+    },
+    /// The worker gave up on an entry that kept coming back (a worker died or
+    /// failed on it each time): a poison-pill guard, not a judgement on the text.
+    #[error("delivered {deliveries} times, over the limit of {limit} (max_deliveries)")]
+    TooManyDeliveries { deliveries: u64, limit: u64 },
+    /// The entry was deleted from the input stream before it was processed.
+    #[error("the entry was deleted from the input stream before it was processed")]
+    EntryDeleted,
 }
 
 impl Rejection {
@@ -68,6 +81,9 @@ impl Rejection {
             Rejection::BadTimestamp(_) => "bad_timestamp",
             Rejection::UnknownOp(_) => "unknown_op",
             Rejection::NoContent => "no_content",
+            Rejection::InvalidUtf8Field { .. } => "invalid_utf8",
+            Rejection::TooManyDeliveries { .. } => "too_many_deliveries",
+            Rejection::EntryDeleted => "entry_deleted",
         }
     }
 }

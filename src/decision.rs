@@ -7,11 +7,17 @@
 //! An article duplicates a candidate when
 //! - **exact**: their content hashes are equal; or
 //! - **simhash**: their SimHashes differ in at most `max_distance` bits; or
-//! - **sentence**: they share at least one long-sentence signature *and* their
-//!   SimHashes differ in at most `sentence_max_distance` bits (a copy with edits).
+//! - **sentence**: they share part of their signature sketch (sampled clause or
+//!   sentence hashes) *and* their SimHashes are close, where "close" loosens with
+//!   the evidence: with overlap `s` = shared / (smaller sketch size), the bound is
+//!   `sentence_max_distance × (s − sentence_min_overlap) / (1 − sentence_min_overlap)`
+//!   bits. A copy sharing its whole sketch may differ by `sentence_max_distance`
+//!   bits (edits, an added paragraph); one sharing a single clause of twelve must be
+//!   nearly identical in SimHash. This is the precise second check that short texts,
+//!   whose SimHash alone is unstable, need.
 //!
 //! Among matches the best is the exact one, then the closest SimHash, then the one
-//! sharing most sentences, then the earliest, then the smallest id.
+//! sharing most signatures, then the earliest, then the smallest id.
 
 use serde::{Deserialize, Serialize};
 
@@ -60,8 +66,12 @@ pub struct DecisionConfig {
     /// SimHash Hamming distance that alone makes a duplicate (k). The index finds
     /// these through 4 × 16-bit blocks, which guarantees k ≤ 3.
     pub max_distance: u32,
-    /// Looser SimHash bound that verifies a shared long sentence.
+    /// SimHash bound for a candidate sharing its whole signature sketch; the bound
+    /// shrinks linearly with the share of the sketch in common.
     pub sentence_max_distance: u32,
+    /// Share of the sketch in common at which the bound reaches 0 bits; candidates
+    /// sharing less need the plain SimHash signal.
+    pub sentence_min_overlap: f64,
     /// Only articles whose timestamps are within this many milliseconds of each
     /// other are compared (the retention window; default two days).
     pub window_ms: u64,
@@ -74,7 +84,8 @@ impl Default for DecisionConfig {
     fn default() -> Self {
         Self {
             max_distance: 3,
-            sentence_max_distance: 16,
+            sentence_max_distance: 22,
+            sentence_min_overlap: 0.15,
             window_ms: 48 * 3600 * 1000,
         }
     }
@@ -95,6 +106,12 @@ impl DecisionConfig {
                 self.sentence_max_distance
             ));
         }
+        if !(0.0..1.0).contains(&self.sentence_min_overlap) {
+            return Err(format!(
+                "sentence_min_overlap = {} must be in [0, 1)",
+                self.sentence_min_overlap
+            ));
+        }
         if self.window_ms == 0 {
             return Err("window_ms must be positive".into());
         }
@@ -105,6 +122,19 @@ impl DecisionConfig {
     pub fn in_window(&self, a_ms: i64, b_ms: i64) -> bool {
         a_ms.abs_diff(b_ms) <= self.window_ms
     }
+
+    /// The SimHash bound for a candidate sharing `shared` of `sketch` signatures
+    /// (`sketch` = the smaller of the two sketch sizes). `None`: not enough shared.
+    pub fn sentence_bound(&self, shared: usize, sketch: usize) -> Option<u32> {
+        if shared == 0 || sketch == 0 {
+            return None;
+        }
+        let overlap = shared.min(sketch) as f64 / sketch as f64;
+        let scaled = (overlap - self.sentence_min_overlap) / (1.0 - self.sentence_min_overlap);
+        // A hair of slack so exact fractions (e.g. 6/12) are not lost to rounding.
+        (scaled >= 0.0)
+            .then(|| (f64::from(self.sentence_max_distance) * scaled + 1e-9).floor() as u32)
+    }
 }
 
 /// What the decision needs to know about a stored article.
@@ -113,7 +143,7 @@ pub struct CandidateView<'a> {
     pub id: &'a str,
     pub simhash: u64,
     pub content: u64,
-    pub sentences: &'a [u64],
+    pub signatures: &'a [u64],
     pub ts_ms: i64,
 }
 
@@ -149,12 +179,15 @@ pub fn classify(
     cfg: &DecisionConfig,
 ) -> Option<(Signal, u32, usize)> {
     let distance = hamming(fp.simhash, c.simhash);
-    let shared = shared_count(&fp.sentences, c.sentences);
+    let shared = shared_count(&fp.signatures, c.signatures);
     let signal = if fp.content == c.content {
         Signal::Exact
     } else if distance <= cfg.max_distance {
         Signal::Simhash
-    } else if shared > 0 && distance <= cfg.sentence_max_distance {
+    } else if cfg
+        .sentence_bound(shared, fp.signatures.len().min(c.signatures.len()))
+        .is_some_and(|bound| distance <= bound)
+    {
         Signal::Sentence
     } else {
         return None;
@@ -211,11 +244,11 @@ pub fn decide<'a>(
 mod tests {
     use super::*;
 
-    fn fp(simhash: u64, content: u64, sentences: &[u64]) -> Fingerprint {
+    fn fp(simhash: u64, content: u64, signatures: &[u64]) -> Fingerprint {
         Fingerprint {
             simhash,
             content,
-            sentences: sentences.to_vec(),
+            signatures: signatures.to_vec(),
             words: 10,
         }
     }
@@ -224,14 +257,14 @@ mod tests {
         id: &'a str,
         simhash: u64,
         content: u64,
-        sentences: &'a [u64],
+        signatures: &'a [u64],
         ts_ms: i64,
     ) -> CandidateView<'a> {
         CandidateView {
             id,
             simhash,
             content,
-            sentences,
+            signatures,
             ts_ms,
         }
     }
@@ -250,13 +283,15 @@ mod tests {
             Signal::Simhash
         );
         assert!(classify(&me, &cand("a", 0b1111, 2, &[], 0), &cfg).is_none());
-        assert_eq!(
-            classify(&me, &cand("a", 0xffff, 2, &[20], 0), &cfg)
-                .unwrap()
-                .0,
-            Signal::Sentence
-        );
-        assert!(classify(&me, &cand("a", 0x1ffff, 2, &[20], 0), &cfg).is_none());
+        // Sharing the whole (one-signature) sketch allows 22 bits.
+        let bits22 = (1u64 << 22) - 1;
+        let sentence =
+            |h: u64, sig: &[u64]| classify(&me, &cand("a", h, 2, sig, 0), &cfg).map(|c| c.0);
+        assert_eq!(sentence(bits22, &[20]), Some(Signal::Sentence));
+        assert_eq!(sentence((bits22 << 1) | 1, &[20]), None);
+        // Sharing 1 of 2 (overlap 0.5) allows floor(22 × 0.35 / 0.85) = 9 bits.
+        assert_eq!(sentence(0x1ff, &[20, 30]), Some(Signal::Sentence));
+        assert_eq!(sentence(0x3ff, &[20, 30]), None);
     }
 
     #[test]
@@ -314,6 +349,18 @@ mod tests {
             &cfg,
         );
         assert_eq!(m.unwrap().id, "a");
+    }
+
+    #[test]
+    fn sentence_bound_grows_with_overlap() {
+        let cfg = DecisionConfig::default();
+        assert_eq!(cfg.sentence_bound(0, 12), None);
+        assert_eq!(cfg.sentence_bound(1, 12), None); // 0.083 < 0.15
+        assert_eq!(cfg.sentence_bound(2, 12), Some(0)); // 0.167: ~0.4 bits
+        assert_eq!(cfg.sentence_bound(6, 12), Some(9));
+        assert_eq!(cfg.sentence_bound(12, 12), Some(22));
+        assert_eq!(cfg.sentence_bound(3, 3), Some(22));
+        assert_eq!(cfg.sentence_bound(1, 0), None);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::idf::IdfTable;
 use crate::normalize::normalize;
-use crate::signature::signature;
+use crate::signature::{signature_with, Selection, Unit};
 use crate::simhash::{to_hex, SimHasher};
 use crate::tokenize::Tokenizer;
 
@@ -24,10 +24,14 @@ pub const FINGERPRINT_VERSION: u32 = 1;
 pub struct FingerprintConfig {
     /// Keep only the `top_words` highest TF-IDF words as SimHash features (0 = all).
     pub top_words: usize,
-    /// How many of the longest sentences are signed.
-    pub sentences: usize,
-    /// Sentences whose key (letters and digits) is shorter than this are not signed.
-    pub min_sentence_chars: usize,
+    /// How many sentences (or clauses) are signed: the size of the signature sketch.
+    pub signatures: usize,
+    /// Sign whole sentences or clauses.
+    pub signature_unit: Unit,
+    /// Sign the longest units or a hash-chosen sample.
+    pub signature_selection: Selection,
+    /// Units whose key (letters and digits) is shorter than this are not signed.
+    pub min_signature_chars: usize,
     /// Let jieba guess words missing from its dictionary (HMM). Off: faster and
     /// steadier under small edits.
     pub hmm: bool,
@@ -37,8 +41,10 @@ impl Default for FingerprintConfig {
     fn default() -> Self {
         Self {
             top_words: 0,
-            sentences: 5,
-            min_sentence_chars: 12,
+            signatures: 12,
+            signature_unit: Unit::Clause,
+            signature_selection: Selection::Sampled,
+            min_signature_chars: 10,
             hmm: false,
         }
     }
@@ -51,8 +57,9 @@ pub struct Fingerprint {
     pub simhash: u64,
     /// Hash of the normalized content's letters and digits (exact-copy signal).
     pub content: u64,
-    /// Hashes of the longest sentences, sorted.
-    pub sentences: Vec<u64>,
+    /// Signature sketch: hashes of sampled clauses (or sentences), sorted. Two
+    /// articles sharing a large part of it copied text from one another.
+    pub signatures: Vec<u64>,
     /// Number of content words (0 means there was nothing to fingerprint).
     pub words: u32,
 }
@@ -139,11 +146,17 @@ impl Fingerprinter {
         for (word, weight) in &weighted {
             hasher.add(word, *weight);
         }
-        let sig = signature(text, self.config.sentences, self.config.min_sentence_chars);
+        let sig = signature_with(
+            text,
+            self.config.signatures,
+            self.config.min_signature_chars,
+            self.config.signature_unit,
+            self.config.signature_selection,
+        );
         Fingerprint {
             simhash: hasher.finish(),
             content: sig.content,
-            sentences: sig.sentences,
+            signatures: sig.hashes,
             words,
         }
     }

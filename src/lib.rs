@@ -33,3 +33,4 @@ pub mod settings;
 pub mod signature;
 pub mod simhash;
 pub mod tokenize;
+pub mod worker;

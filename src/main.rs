@@ -12,10 +12,15 @@ use simdedup::article::{parse_json_line, validate_text};
 use simdedup::eval::{score, Truth};
 use simdedup::idf::{write_table, IdfBuilder};
 use simdedup::index::EmbeddedIndex;
+use simdedup::keys::Keys;
 use simdedup::normalize::normalize;
 use simdedup::scan::{scan, ScanOptions};
-use simdedup::settings::Settings;
+use simdedup::settings::{redact_url, IndexKind, Settings};
 use simdedup::tokenize::Tokenizer;
+use simdedup::worker::service;
+use simdedup::worker::shutdown::{on_signals, ShutdownTrigger};
+use simdedup::worker::tools;
+use std::sync::Arc;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -28,6 +33,9 @@ use simdedup::tokenize::Tokenizer;
         Quick start:  simdedup scan articles.jsonl > verdicts.jsonl"
 )]
 struct Cli {
+    /// Log format on stderr: `human` or `json` (one JSON object per line).
+    #[arg(long, global = true, env = "SIMDEDUP_LOG_FORMAT", default_value = "human", value_parser = ["human", "json"])]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -43,6 +51,101 @@ enum Command {
     Idf(IdfCommand),
     /// Scan a labelled stream and score it (recall / precision) against its truth file.
     Eval(EvalArgs),
+    /// Run a stream worker: read simdedup:{NS}:in, write one verdict per entry to simdedup:{NS}:out.
+    Worker(WorkerArgs),
+    /// Add JSONL articles to the input stream (pipelined XADD).
+    Produce(ProduceArgs),
+    /// Show lag, pending entries and consumers of a namespace.
+    Stats(RedisCommon),
+    /// Show what the index holds about an article: fingerprint, verdict, cluster.
+    Inspect(InspectArgs),
+    /// Print the effective configuration (file ← environment ← flags), secrets redacted.
+    Config(RedisCommon),
+}
+
+/// Settings of every command that talks to Redis.
+#[derive(Args, Debug)]
+struct RedisCommon {
+    /// Redis URL, e.g. redis://user:password@host:6379/0 (rediss:// for TLS).
+    #[arg(long, value_name = "URL")]
+    redis_url: Option<String>,
+    /// Namespace: keys are simdedup:{NS}:*.
+    #[arg(long, short = 'n', value_name = "NS")]
+    namespace: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+impl RedisCommon {
+    fn settings(&self) -> Result<Settings> {
+        let mut s = self.common.settings()?;
+        if let Some(u) = &self.redis_url {
+            s.redis_url = u.clone();
+        }
+        if let Some(n) = &self.namespace {
+            s.namespace = n.clone();
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+#[derive(Args, Debug)]
+struct WorkerArgs {
+    #[command(flatten)]
+    redis: RedisCommon,
+    /// Index to decide with: `redis` (shared, default) or `embedded` (in-process, one worker only).
+    #[arg(long, value_name = "KIND", value_parser = ["redis", "embedded"])]
+    index: Option<String>,
+    /// Consumer name (default: <hostname>-<pid>-<random>).
+    #[arg(long)]
+    consumer: Option<String>,
+    /// Address for /metrics, /healthz, /readyz; empty string disables.
+    #[arg(long, value_name = "ADDR")]
+    http_addr: Option<String>,
+    /// Entries per read and per commit.
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Entries read and not yet committed, at most.
+    #[arg(long)]
+    max_in_flight: Option<usize>,
+    /// Claim entries pending this long in any consumer (milliseconds).
+    #[arg(long, value_name = "MS")]
+    claim_min_idle_ms: Option<u64>,
+    /// How often to look for entries to claim (milliseconds).
+    #[arg(long, value_name = "MS")]
+    claim_interval_ms: Option<u64>,
+    /// Dead-letter an entry delivered more than this many times.
+    #[arg(long)]
+    max_deliveries: Option<u64>,
+    /// XREADGROUP BLOCK (milliseconds).
+    #[arg(long, value_name = "MS")]
+    block_ms: Option<u64>,
+    /// On SIGTERM/SIGINT, wait at most this long for in-flight entries (milliseconds).
+    #[arg(long, value_name = "MS")]
+    shutdown_timeout_ms: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct ProduceArgs {
+    /// JSONL articles ({"id","text",["title"],["ts"],["op"]}); `-` for standard input.
+    file: PathBuf,
+    /// XADD commands per round trip.
+    #[arg(long, default_value_t = 500)]
+    pipeline: usize,
+    /// No progress bar even on a terminal.
+    #[arg(long)]
+    no_progress: bool,
+    #[command(flatten)]
+    redis: RedisCommon,
+}
+
+#[derive(Args, Debug)]
+struct InspectArgs {
+    /// Article id.
+    id: String,
+    #[command(flatten)]
+    redis: RedisCommon,
 }
 
 /// Settings shared by every command that fingerprints.
@@ -146,15 +249,28 @@ struct EvalArgs {
     common: Common,
 }
 
+fn init_tracing(format: &str, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SIMDEDUP_LOG")
+        .unwrap_or_else(|_| default_level.into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SIMDEDUP_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // The worker is a service: its lifecycle belongs in the log by default.
+    let level = if matches!(cli.command, Command::Worker(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    init_tracing(&cli.log_format, level);
     let result = match cli.command {
         Command::Scan(args) => run_scan(args),
         Command::Fingerprint(args) => run_fingerprint(args),
@@ -164,6 +280,11 @@ fn main() -> std::process::ExitCode {
             min_df,
         }) => run_idf_build(&corpus, &output, min_df),
         Command::Eval(args) => run_eval(args),
+        Command::Worker(args) => run_worker(args),
+        Command::Produce(args) => run_produce(args),
+        Command::Stats(args) => run_stats(args),
+        Command::Inspect(args) => run_inspect(args),
+        Command::Config(args) => run_config(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -233,7 +354,7 @@ fn run_fingerprint(args: FingerprintArgs) -> Result<()> {
         "version": simdedup::fingerprint::FINGERPRINT_VERSION,
         "simhash": fp.simhash_hex(),
         "content": simdedup::simhash::to_hex(fp.content),
-        "sentences": fp.sentences.iter().map(|s| simdedup::simhash::to_hex(*s)).collect::<Vec<_>>(),
+        "signatures": fp.signatures.iter().map(|s| simdedup::simhash::to_hex(*s)).collect::<Vec<_>>(),
         "words": fp.words,
         "empty": fp.is_empty(),
     });
@@ -317,5 +438,144 @@ fn run_eval(args: EvalArgs) -> Result<()> {
     let s = score(&truth, &flagged);
     eprintln!("simdedup: {summary}");
     println!("{}", serde_json::to_string_pretty(&s)?);
+    Ok(())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn run_worker(args: WorkerArgs) -> Result<()> {
+    let mut s = args.redis.settings()?;
+    let w = &mut s.worker;
+    if let Some(v) = args.consumer {
+        w.consumer = v;
+    }
+    if let Some(v) = args.http_addr {
+        w.http_addr = v;
+    }
+    if let Some(v) = args.batch_size {
+        w.batch_size = v;
+    }
+    if let Some(v) = args.max_in_flight {
+        w.max_in_flight = v;
+    }
+    if let Some(v) = args.claim_min_idle_ms {
+        w.claim_min_idle_ms = v;
+    }
+    if let Some(v) = args.claim_interval_ms {
+        w.claim_interval_ms = v;
+    }
+    if let Some(v) = args.max_deliveries {
+        w.max_deliveries = v;
+    }
+    if let Some(v) = args.block_ms {
+        w.block_ms = v;
+    }
+    if let Some(v) = args.shutdown_timeout_ms {
+        w.shutdown_timeout_ms = v;
+    }
+    if let Some(kind) = args.index.as_deref() {
+        s.index = if kind == "embedded" {
+            IndexKind::Embedded
+        } else {
+            IndexKind::Redis
+        };
+    }
+    s.validate()?;
+    runtime()?.block_on(async {
+        let (trigger, _) = ShutdownTrigger::new();
+        tokio::spawn(on_signals(trigger.clone()));
+        let summary = match s.index {
+            IndexKind::Embedded => {
+                tracing::warn!("embedded index: correct for ONE worker only; its state is lost on exit");
+                let index = Arc::new(EmbeddedIndex::new(s.decision.clone()));
+                service::run(&s, index, trigger).await?
+            }
+            IndexKind::Redis => bail!(
+                "the Redis index is not wired into this build yet; run one worker with --index embedded"
+            ),
+        };
+        eprintln!(
+            "simdedup: worker stopped: {} outputs written, {} already done elsewhere, {} left pending",
+            summary.emitted, summary.skipped, summary.abandoned
+        );
+        Ok(())
+    })
+}
+
+async fn connect(s: &Settings) -> Result<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(s.redis_url.as_str())
+        .with_context(|| format!("invalid Redis URL {}", redact_url(&s.redis_url)))?;
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .with_context(|| format!("cannot connect to {}", redact_url(&s.redis_url)))
+}
+
+fn run_produce(args: ProduceArgs) -> Result<()> {
+    let s = args.redis.settings()?;
+    let (input, total) = open_input(Some(&args.file))?;
+    let bar = if !args.no_progress && std::io::stderr().is_terminal() {
+        let bar = match total {
+            Some(t) => indicatif::ProgressBar::new(t),
+            None => indicatif::ProgressBar::new_spinner(),
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} producing [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )?
+            .progress_chars("=> "),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let keys = Keys::new(&s.namespace);
+    let started = std::time::Instant::now();
+    let summary = runtime()?.block_on(async {
+        let mut conn = connect(&s).await?;
+        anyhow::Ok(tools::produce(&mut conn, &keys, input, args.pipeline, &bar).await?)
+    })?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "simdedup: {} entries added to {} in {:.2}s ({:.0}/s), {} lines skipped",
+        summary.added,
+        keys.input_stream(),
+        secs,
+        summary.added as f64 / secs.max(1e-9),
+        summary.skipped
+    );
+    Ok(())
+}
+
+fn run_stats(args: RedisCommon) -> Result<()> {
+    let s = args.settings()?;
+    let keys = Keys::new(&s.namespace);
+    let stats = runtime()?.block_on(async {
+        let mut conn = connect(&s).await?;
+        anyhow::Ok(tools::stats(&mut conn, &keys, &s.worker.group).await?)
+    })?;
+    println!("{}", serde_json::to_string_pretty(&stats)?);
+    Ok(())
+}
+
+fn run_inspect(args: InspectArgs) -> Result<()> {
+    let s = args.redis.settings()?;
+    match s.index {
+        IndexKind::Redis => bail!("the Redis index is not wired into this build yet"),
+        IndexKind::Embedded => {
+            bail!("`inspect` needs the shared Redis index; an embedded index lives only inside its worker")
+        }
+    }
+}
+
+fn run_config(args: RedisCommon) -> Result<()> {
+    let s = args.settings()?;
+    print!("{}", s.to_redacted_toml());
     Ok(())
 }

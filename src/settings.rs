@@ -1,7 +1,10 @@
 //! Settings: defaults, then a TOML file, then `SIMDEDUP_*` environment variables,
 //! then command-line flags (applied by the binary), each overriding the one before.
 //!
-//! Nested keys come from the environment with `__`: `SIMDEDUP_DECISION__MAX_DISTANCE=2`.
+//! Nested keys come from the environment with `__`: `SIMDEDUP_DECISION__MAX_DISTANCE=2`,
+//! `SIMDEDUP_WORKER__BATCH_SIZE=256`; top-level ones without: `SIMDEDUP_REDIS_URL`,
+//! `SIMDEDUP_NAMESPACE`. `SIMDEDUP_CONFIG` (the file) and `SIMDEDUP_LOG*` (tracing)
+//! are read by the binary, not here.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +16,25 @@ use crate::decision::DecisionConfig;
 use crate::fingerprint::{FingerprintConfig, Fingerprinter};
 use crate::idf::{IdfError, IdfTable};
 use crate::tokenize::Tokenizer;
+use crate::worker::WorkerConfig;
+
+/// Default Redis server.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// Default namespace (keys `simdedup:{default}:*`).
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Environment variables with the `SIMDEDUP_` prefix that are not settings.
+const NOT_SETTINGS: [&str; 3] = ["SIMDEDUP_CONFIG", "SIMDEDUP_LOG", "SIMDEDUP_LOG_FORMAT"];
+
+/// Which index the worker decides with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKind {
+    /// The shared Redis index: any number of workers, state survives restarts.
+    Redis,
+    /// In-process: one worker only, state lost on restart (tests, trials).
+    Embedded,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -23,6 +45,13 @@ pub struct Settings {
     pub max_text_bytes: usize,
     pub fingerprint: FingerprintConfig,
     pub decision: DecisionConfig,
+    /// Redis server URL (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS).
+    pub redis_url: String,
+    /// Namespace: every key is `simdedup:{NAMESPACE}:...`.
+    pub namespace: String,
+    /// The index the worker uses.
+    pub index: IndexKind,
+    pub worker: WorkerConfig,
 }
 
 impl Default for Settings {
@@ -32,6 +61,10 @@ impl Default for Settings {
             max_text_bytes: DEFAULT_MAX_TEXT_BYTES,
             fingerprint: FingerprintConfig::default(),
             decision: DecisionConfig::default(),
+            redis_url: DEFAULT_REDIS_URL.into(),
+            namespace: DEFAULT_NAMESPACE.into(),
+            index: IndexKind::Redis,
+            worker: WorkerConfig::default(),
         }
     }
 }
@@ -59,11 +92,17 @@ impl Settings {
             }
             builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
         }
+        // Only variables that are settings: `SIMDEDUP_CONFIG` and `SIMDEDUP_LOG`
+        // would otherwise be read as unknown keys and refused.
+        let env: config::Map<String, String> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("SIMDEDUP_") && !NOT_SETTINGS.contains(&k.as_str()))
+            .collect();
         builder = builder.add_source(
             config::Environment::with_prefix("SIMDEDUP")
                 .prefix_separator("_")
                 .separator("__")
-                .try_parsing(true),
+                .try_parsing(true)
+                .source(Some(env)),
         );
         let settings: Settings = builder.build()?.try_deserialize()?;
         settings.validate()?;
@@ -77,7 +116,17 @@ impl Settings {
                 "max_text_bytes must be positive".into(),
             ));
         }
+        crate::keys::validate_namespace(&self.namespace).map_err(SettingsError::Invalid)?;
+        self.worker.validate().map_err(SettingsError::Invalid)?;
         Ok(())
+    }
+
+    /// These settings as TOML with secrets (the URL's password) redacted, for
+    /// `simdedup config`.
+    pub fn to_redacted_toml(&self) -> String {
+        let mut shown = self.clone();
+        shown.redis_url = redact_url(&self.redis_url);
+        toml_string(&shown)
     }
 
     /// The IDF table these settings name.
@@ -95,5 +144,85 @@ impl Settings {
             self.idf_table()?,
             self.fingerprint.clone(),
         ))
+    }
+}
+
+fn toml_string(s: &Settings) -> String {
+    // `config` reads TOML but does not write it; serde_json → a small TOML writer
+    // would be one more dependency, so print the JSON tree as TOML by hand.
+    let value = serde_json::to_value(s).unwrap_or_default();
+    let mut out = String::new();
+    let mut tables = Vec::new();
+    if let serde_json::Value::Object(map) = value {
+        for (k, v) in map {
+            match v {
+                serde_json::Value::Object(inner) => tables.push((k, inner)),
+                serde_json::Value::Null => out.push_str(&format!("# {k} = (unset)\n")),
+                other => out.push_str(&format!("{k} = {other}\n")),
+            }
+        }
+        for (name, inner) in tables {
+            out.push_str(&format!("\n[{name}]\n"));
+            for (k, v) in inner {
+                match v {
+                    serde_json::Value::Null => out.push_str(&format!("# {k} = (unset)\n")),
+                    other => out.push_str(&format!("{k} = {other}\n")),
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Replace the password of a Redis URL (`redis://user:secret@host` →
+/// `redis://user:***@host`); URLs without one are returned unchanged.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let userinfo = &authority[..at];
+    let redacted = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        // `redis://secret@host`: redis-rs reads a lone userinfo as a username,
+        // but people put passwords there; hide it too.
+        None => "***".to_owned(),
+    };
+    format!(
+        "{}://{}{}{}",
+        &url[..scheme_end],
+        redacted,
+        &authority[at..],
+        &rest[authority_end..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords_only() {
+        assert_eq!(
+            redact_url("redis://app:s3cr@t@db:6379/0"),
+            "redis://app:***@db:6379/0"
+        );
+        assert_eq!(redact_url("rediss://:pw@h:1"), "rediss://:***@h:1");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        let s = Settings {
+            redis_url: "redis://u:hunter2@h/".into(),
+            ..Settings::default()
+        };
+        let shown = s.to_redacted_toml();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("[worker]"));
     }
 }

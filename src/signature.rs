@@ -1,19 +1,53 @@
-//! Sentence signatures and the content hash: the copy-detection half of a fingerprint.
+//! Signature sketches and the content hash: the copy-detection half of a fingerprint.
 //!
 //! SimHash measures how alike two bags of words are; it drifts when a short article
-//! gains a boilerplate line or loses a paragraph. A copied article, however, keeps
-//! most of its long sentences verbatim. So each article also carries the hashes of
-//! its N longest sentences: sharing one is strong evidence of copying, which the
-//! decision then verifies with a looser SimHash bound.
+//! gains a boilerplate line, loses a paragraph or has words swapped. A copied article,
+//! however, keeps most of its text verbatim piece by piece. So each article also
+//! carries a *sketch*: the hashes of some of its sentences (the classic "N longest
+//! sentences") or, by default, of a sample of its clauses.
 //!
-//! Sentences are compared by their *key*: the lowercased letters and digits only,
-//! so punctuation, spacing, markup and case changes do not matter.
+//! Why clauses, sampled: a rewrite that swaps one word per sentence breaks every
+//! sentence hash but leaves most clauses intact; and choosing the clauses with the
+//! smallest hashes (a bottom-k sample, as in MinHash) means a truncated or edited
+//! copy keeps choosing the same clauses, so the share of the sketch two articles
+//! have in common estimates how much of their text they share.
+//!
+//! Units are compared by their *key*: the lowercased letters and digits only, so
+//! punctuation, spacing, markup and case changes do not matter.
+
+use serde::{Deserialize, Serialize};
 
 use crate::simhash::hash_bytes;
 
 /// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
 fn ends_sentence(c: char) -> bool {
     matches!(c, '。' | '!' | '?' | ';' | '…' | '\n' | '｡')
+}
+
+/// Characters that end a clause (besides those that end a sentence).
+fn ends_clause(c: char) -> bool {
+    matches!(
+        c,
+        ',' | '、' | ':' | '(' | ')' | '"' | '“' | '”' | '「' | '」' | '《' | '》'
+    )
+}
+
+/// What a signature hashes: whole sentences, or clauses (sentences cut at commas,
+/// colons, brackets and quotes). Clauses survive sparse word substitution better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    Sentence,
+    Clause,
+}
+
+/// Which units are signed: the longest ones, or a hash-chosen sample (the units
+/// with the smallest hashes), which any subset of the text keeps choosing alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Selection {
+    Longest,
+    Sampled,
 }
 
 /// The key of a piece of text: its letters and digits, lowercased.
@@ -33,6 +67,11 @@ pub fn key_of(text: &str, out: &mut String) {
 /// Split normalized text into sentences. A `.` ends a sentence only before
 /// whitespace or the end (so "3.5" and "U.S.A" stay whole).
 pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    pieces(text, Unit::Sentence)
+}
+
+/// Split normalized text into sentences or clauses.
+pub fn pieces(text: &str, unit: Unit) -> impl Iterator<Item = &str> {
     let mut rest = text;
     std::iter::from_fn(move || loop {
         if rest.is_empty() {
@@ -42,7 +81,9 @@ pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
         let mut iter = rest.char_indices().peekable();
         while let Some((i, c)) = iter.next() {
             let next = iter.peek().map(|&(_, n)| n);
-            let stop = ends_sentence(c) || (c == '.' && next.is_none_or(char::is_whitespace));
+            let stop = ends_sentence(c)
+                || (c == '.' && next.is_none_or(char::is_whitespace))
+                || (unit == Unit::Clause && ends_clause(c));
             if stop {
                 end = i + c.len_utf8();
                 break;
@@ -59,11 +100,11 @@ pub fn sentences(text: &str) -> impl Iterator<Item = &str> {
 
 /// What a text's sentences contribute to its fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SentenceSignature {
+pub struct Signature {
     /// Hash of the whole text's key (exact-duplicate signal).
     pub content: u64,
-    /// Hashes of the `n` longest sentence keys (at least `min_chars` long), sorted, unique.
-    pub sentences: Vec<u64>,
+    /// Hashes of the `n` chosen unit keys (each at least `min_chars` long), sorted, unique.
+    pub hashes: Vec<u64>,
     /// Characters in the whole key.
     pub key_chars: usize,
 }
@@ -71,11 +112,22 @@ pub struct SentenceSignature {
 /// Compute the content hash and the hashes of the `n` longest sentences whose key
 /// has at least `min_chars` characters. Ties in length go to the smaller hash, so
 /// the choice does not depend on sentence order.
-pub fn signature(text: &str, n: usize, min_chars: usize) -> SentenceSignature {
+pub fn signature(text: &str, n: usize, min_chars: usize) -> Signature {
+    signature_with(text, n, min_chars, Unit::Sentence, Selection::Longest)
+}
+
+/// [`signature`] with a choice of unit and selection.
+pub fn signature_with(
+    text: &str,
+    n: usize,
+    min_chars: usize,
+    unit: Unit,
+    selection: Selection,
+) -> Signature {
     let mut whole = String::with_capacity(text.len());
     let mut key = String::new();
     let mut picked: Vec<(usize, u64)> = Vec::new();
-    for sentence in sentences(text) {
+    for sentence in pieces(text, unit) {
         key_of(sentence, &mut key);
         whole.push_str(&key);
         let chars = key.chars().count();
@@ -83,7 +135,10 @@ pub fn signature(text: &str, n: usize, min_chars: usize) -> SentenceSignature {
             picked.push((chars, hash_bytes(key.as_bytes())));
         }
     }
-    picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    match selection {
+        Selection::Longest => picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1))),
+        Selection::Sampled => picked.sort_unstable_by_key(|p| p.1),
+    }
     let mut hashes: Vec<u64> = picked.into_iter().map(|(_, h)| h).collect();
     // Repeated sentences count once.
     let mut seen = Vec::with_capacity(n);
@@ -96,10 +151,10 @@ pub fn signature(text: &str, n: usize, min_chars: usize) -> SentenceSignature {
         }
     });
     hashes.sort_unstable();
-    SentenceSignature {
+    Signature {
         content: hash_bytes(whole.as_bytes()),
         key_chars: whole.chars().count(),
-        sentences: hashes,
+        hashes,
     }
 }
 
@@ -138,12 +193,12 @@ mod tests {
         let a = signature(text, 2, 5);
         let swapped = "the longest sentence of them all here. medium sized one. short one. a much much longer sentence here.";
         let b = signature(swapped, 2, 5);
-        assert_eq!(a.sentences, b.sentences);
-        assert_eq!(a.sentences.len(), 2);
+        assert_eq!(a.hashes, b.hashes);
+        assert_eq!(a.hashes.len(), 2);
         assert_ne!(a.content, b.content, "content hash is order-sensitive");
         let mut k = String::new();
         key_of("the longest sentence of them all here.", &mut k);
-        assert!(a.sentences.contains(&hash_bytes(k.as_bytes())));
+        assert!(a.hashes.contains(&hash_bytes(k.as_bytes())));
     }
 
     #[test]
@@ -153,7 +208,7 @@ mod tests {
             4,
             10,
         );
-        assert_eq!(sig.sentences.len(), 1);
+        assert_eq!(sig.hashes.len(), 1);
     }
 
     #[test]

@@ -32,7 +32,7 @@ struct State {
     by_id: HashMap<Box<str>, u32>,
     blocks: [HashMap<u16, Vec<u32>>; 4],
     content: HashMap<u64, Vec<u32>>,
-    sentences: HashMap<u64, Vec<u32>>,
+    signatures: HashMap<u64, Vec<u32>>,
     by_bucket: BTreeMap<i64, Vec<u32>>,
     newest_ms: Option<i64>,
 }
@@ -184,8 +184,8 @@ impl State {
             slots.extend(self.blocks[i].get(&block).into_iter().flatten());
         }
         slots.extend(self.content.get(&fp.content).into_iter().flatten());
-        for s in &fp.sentences {
-            slots.extend(self.sentences.get(s).into_iter().flatten());
+        for s in &fp.signatures {
+            slots.extend(self.signatures.get(s).into_iter().flatten());
         }
         slots.sort_unstable();
         slots.dedup();
@@ -196,7 +196,7 @@ impl State {
                 id: &r.id,
                 simhash: r.fingerprint.simhash,
                 content: r.fingerprint.content,
-                sentences: &r.fingerprint.sentences,
+                signatures: &r.fingerprint.signatures,
                 ts_ms: r.ts_ms,
             });
         match decide(fp, entry.ts_ms, candidates, cfg) {
@@ -226,8 +226,8 @@ impl State {
                 self.blocks[i].entry(block).or_default().push(slot);
             }
             self.content.entry(fp.content).or_default().push(slot);
-            for s in &fp.sentences {
-                self.sentences.entry(*s).or_default().push(slot);
+            for s in &fp.signatures {
+                self.signatures.entry(*s).or_default().push(slot);
             }
         }
         if let Verdict::Duplicate(d) = &verdict {
@@ -268,8 +268,8 @@ impl State {
             unlink(&mut self.blocks[i], block, slot);
         }
         unlink(&mut self.content, fp.content, slot);
-        for s in &fp.sentences {
-            unlink(&mut self.sentences, *s, slot);
+        for s in &fp.signatures {
+            unlink(&mut self.signatures, *s, slot);
         }
         if let Some(v) = self
             .by_bucket

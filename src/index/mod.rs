@@ -11,7 +11,9 @@
 //! and let [`decide`](crate::decision::decide) choose.
 
 mod embedded;
+pub mod redis;
 
+pub use self::redis::{RedisIndex, RedisIndexOptions, Topology};
 pub use embedded::EmbeddedIndex;
 
 use std::future::Future;
@@ -115,6 +117,9 @@ pub enum IndexError {
     Corrupt { id: String, reason: String },
     #[error("gave up after {attempts} attempts: the candidate sets kept changing under concurrent writers")]
     Contention { attempts: u32 },
+    /// The index cannot be used as configured (bad option, unsafe server setting).
+    #[error("index misconfigured: {0}")]
+    Config(String),
 }
 
 /// A store of recent fingerprints that makes and records verdicts.

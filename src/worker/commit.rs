@@ -1,0 +1,107 @@
+//! The commit: one Lua script call per batch that acks the input entries and,
+//! for each entry it actually acked, writes the output entry (and the dead letter).
+//!
+//! This is where "exactly one output entry per input entry" is enforced; the
+//! argument is written out in `docs/protocol.md`. The script is idempotent: a
+//! retried commit (say, after the reply was lost with the connection) writes
+//! nothing for entries the first attempt already acked. So callers may retry it
+//! freely.
+
+use redis::aio::ConnectionLike;
+use redis::{RedisResult, Script};
+
+use crate::keys::Keys;
+
+static SCRIPT_SOURCE: &str = include_str!("../../lua/ack_and_emit.lua");
+
+/// What to write for one input entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Emit {
+    /// The input entry id (acked; `source` of the output).
+    pub source: String,
+    /// Output entry fields.
+    pub output: Vec<(&'static str, Vec<u8>)>,
+    /// Dead-letter fields (the original fields plus reason), if the entry is dead-lettered.
+    pub dead: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+}
+
+/// Trimming and cleanup options of the commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitOptions {
+    pub group: String,
+    /// Approximate MAXLEN of the output stream (0: untrimmed).
+    pub output_maxlen: u64,
+    /// Approximate MAXLEN of the dead-letter stream (0: untrimmed).
+    pub dead_maxlen: u64,
+    /// XDEL input entries once processed.
+    pub delete_processed: bool,
+}
+
+/// The loaded ack-and-emit script and the keys it works on.
+#[derive(Debug, Clone)]
+pub struct Committer {
+    script: Script,
+    keys: [String; 3],
+    options: CommitOptions,
+}
+
+impl Committer {
+    pub fn new(keys: &Keys, options: CommitOptions) -> Committer {
+        Committer {
+            script: Script::new(SCRIPT_SOURCE),
+            keys: [
+                keys.input_stream(),
+                keys.output_stream(),
+                keys.dead_stream(),
+            ],
+            options,
+        }
+    }
+
+    /// Load the script (so the first batch does not pay for it). `invoke` also
+    /// reloads on NOSCRIPT, e.g. after a Redis restart or `SCRIPT FLUSH`.
+    pub async fn load<C: ConnectionLike + Send>(&self, conn: &mut C) -> RedisResult<String> {
+        self.script.prepare_invoke().load_async(conn).await
+    }
+
+    /// Ack `batch` and write the outputs of the entries acked now. Returns, per
+    /// entry, whether this call wrote its output (`false`: it had been acked before).
+    pub async fn commit<C: ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        batch: &[Emit],
+    ) -> RedisResult<Vec<bool>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut inv = self.script.prepare_invoke();
+        for k in &self.keys {
+            inv.key(k);
+        }
+        let o = &self.options;
+        inv.arg(&o.group)
+            .arg(o.output_maxlen)
+            .arg(o.dead_maxlen)
+            .arg(if o.delete_processed { "1" } else { "0" })
+            .arg(batch.len());
+        for e in batch {
+            inv.arg(&e.source).arg(e.output.len() * 2);
+            for (k, v) in &e.output {
+                inv.arg(*k).arg(v.as_slice());
+            }
+            match &e.dead {
+                None => {
+                    inv.arg(0);
+                }
+                Some(fields) => {
+                    inv.arg(fields.len() * 2);
+                    for (k, v) in fields {
+                        inv.arg(k.as_slice()).arg(v.as_slice());
+                    }
+                }
+            }
+        }
+        let flags: Vec<i64> = inv.invoke_async(conn).await?;
+        Ok(flags.into_iter().map(|f| f == 1).collect())
+    }
+}

@@ -1,0 +1,261 @@
+//! Prometheus metrics of a worker, hand-rolled on atomics.
+//!
+//! A dozen counters, two gauges and three histograms do not justify a metrics
+//! framework (and its compile time on a 2-core box); the text exposition format
+//! is simple and stable. Everything here is lock-free except the label maps,
+//! whose locks are held for a hash-map lookup.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Latency buckets in seconds: 50 µs to 10 s, enough for both fingerprinting
+/// (sub-millisecond) and Redis round trips under load.
+const BUCKETS: [f64; 16] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 10.0,
+];
+
+/// A latency histogram with fixed buckets.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos
+            .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            cumulative += self.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.count();
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+/// A counter family keyed by label values.
+#[derive(Debug, Default)]
+struct Family(Mutex<BTreeMap<String, u64>>);
+
+impl Family {
+    fn inc(&self, labels: String, by: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *map.entry(labels).or_insert(0) += by;
+    }
+
+    fn get(&self, labels: &str) -> u64 {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(labels).copied().unwrap_or(0)
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for (labels, v) in map.iter() {
+            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+        }
+    }
+}
+
+fn counter(out: &mut String, name: &str, help: &str, v: &AtomicU64) {
+    let v = v.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+    );
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, v: &AtomicI64) {
+    let v = v.load(Ordering::Relaxed);
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+}
+
+/// Label values here are our own verdict/signal/reason codes (no quotes or
+/// backslashes), so they need no escaping.
+fn label(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{v}\""))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// All metrics of one worker process. Shared by `Arc`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    articles: Family,
+    rejected: Family,
+    pub replayed: AtomicU64,
+    pub claimed: AtomicU64,
+    pub dead_letters: AtomicU64,
+    /// Output entries not written because the input entry was already acked
+    /// (another worker finished it first): the exactly-once guard at work.
+    pub commit_skipped: AtomicU64,
+    pub redis_errors: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub index_retries: AtomicU64,
+    pub pending: AtomicI64,
+    pub lag: AtomicI64,
+    pub in_flight: AtomicI64,
+    pub fingerprint_latency: Histogram,
+    pub index_latency: Histogram,
+    pub commit_latency: Histogram,
+    pub read_latency: Histogram,
+}
+
+impl Metrics {
+    /// Count one output entry by verdict and, for duplicates, signal.
+    pub fn article(&self, verdict: &str, signal: Option<&str>) {
+        self.articles.inc(
+            label(&[("verdict", verdict), ("signal", signal.unwrap_or("none"))]),
+            1,
+        );
+    }
+
+    pub fn rejected(&self, code: &str) {
+        self.rejected.inc(label(&[("reason", code)]), 1);
+    }
+
+    /// Output entries counted so far with this verdict and signal (`none` for no signal).
+    pub fn articles_count(&self, verdict: &str, signal: &str) -> u64 {
+        self.articles
+            .get(&label(&[("verdict", verdict), ("signal", signal)]))
+    }
+
+    /// The Prometheus text exposition (format 0.0.4).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        self.articles.render(
+            &mut out,
+            "simdedup_articles_total",
+            "Output entries written, by verdict and deciding signal.",
+        );
+        self.rejected.render(
+            &mut out,
+            "simdedup_rejected_total",
+            "Rejected input entries, by reason code.",
+        );
+        counter(
+            &mut out,
+            "simdedup_replayed_total",
+            "Checks answered from a stored verdict (redeliveries, resent ids).",
+            &self.replayed,
+        );
+        counter(
+            &mut out,
+            "simdedup_claimed_total",
+            "Entries claimed from stalled or dead consumers (XAUTOCLAIM).",
+            &self.claimed,
+        );
+        counter(
+            &mut out,
+            "simdedup_dead_letters_total",
+            "Entries written to the dead-letter stream.",
+            &self.dead_letters,
+        );
+        counter(&mut out, "simdedup_commit_skipped_total", "Finished entries whose output was not written because another consumer had already acked them.", &self.commit_skipped);
+        counter(
+            &mut out,
+            "simdedup_redis_errors_total",
+            "Failed Redis calls of the stream protocol (each retried).",
+            &self.redis_errors,
+        );
+        counter(
+            &mut out,
+            "simdedup_redis_reconnects_total",
+            "Redis connections found broken and re-established.",
+            &self.reconnects,
+        );
+        counter(
+            &mut out,
+            "simdedup_index_retries_total",
+            "Index calls retried after the index was unavailable.",
+            &self.index_retries,
+        );
+        gauge(
+            &mut out,
+            "simdedup_pending",
+            "Entries delivered to the group but not yet acked (all consumers).",
+            &self.pending,
+        );
+        gauge(
+            &mut out,
+            "simdedup_lag",
+            "Entries in the input stream not yet delivered to the group.",
+            &self.lag,
+        );
+        gauge(
+            &mut out,
+            "simdedup_in_flight",
+            "Entries this worker has read and not finished.",
+            &self.in_flight,
+        );
+        self.fingerprint_latency.render(
+            &mut out,
+            "simdedup_fingerprint_seconds",
+            "Time to parse and fingerprint one article.",
+        );
+        self.index_latency.render(
+            &mut out,
+            "simdedup_index_seconds",
+            "Time of one index call (check, query or delete), Redis round trips included.",
+        );
+        self.commit_latency.render(
+            &mut out,
+            "simdedup_commit_seconds",
+            "Time of one ack-and-emit script call (a whole batch).",
+        );
+        self.read_latency.render(
+            &mut out,
+            "simdedup_read_seconds",
+            "Time of one non-empty XREADGROUP/XAUTOCLAIM read.",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let m = Metrics::default();
+        m.article("duplicate", Some("simhash"));
+        m.article("duplicate", Some("simhash"));
+        m.article("unique", None);
+        m.fingerprint_latency.observe(Duration::from_micros(80));
+        m.fingerprint_latency.observe(Duration::from_millis(3));
+        let text = m.render();
+        assert!(
+            text.contains("simdedup_articles_total{verdict=\"duplicate\",signal=\"simhash\"} 2")
+        );
+        assert!(text.contains("simdedup_articles_total{verdict=\"unique\",signal=\"none\"} 1"));
+        assert!(text.contains("simdedup_fingerprint_seconds_bucket{le=\"0.0001\"} 1"));
+        assert!(text.contains("simdedup_fingerprint_seconds_bucket{le=\"0.005\"} 2"));
+        assert!(text.contains("simdedup_fingerprint_seconds_count 2"));
+        assert_eq!(m.articles_count("unique", "none"), 1);
+    }
+}

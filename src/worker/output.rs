@@ -1,0 +1,106 @@
+//! Output entries: what the worker writes to `simdedup:{NS}:out` (and to the
+//! dead-letter stream) for one input entry. Field names are the producer
+//! contract of `docs/protocol.md`.
+
+use crate::article::Rejection;
+use crate::index::Verdict;
+use crate::simhash::to_hex;
+
+use super::commit::Emit;
+use super::stream::RawEntry;
+
+/// How an input entry ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// `check` or `query` decided.
+    Decided {
+        id: String,
+        op: &'static str,
+        verdict: Verdict,
+        simhash: u64,
+        replayed: bool,
+    },
+    /// `delete`: whether the id was in the index.
+    Deleted { id: String, found: bool },
+    /// Rejected (and dead-lettered).
+    Rejected { why: Rejection },
+}
+
+impl Resolution {
+    /// The `verdict` field value.
+    pub fn verdict(&self) -> &'static str {
+        match self {
+            Resolution::Decided { verdict, .. } if verdict.is_duplicate() => "duplicate",
+            Resolution::Decided { .. } => "unique",
+            Resolution::Deleted { found: true, .. } => "deleted",
+            Resolution::Deleted { found: false, .. } => "not_found",
+            Resolution::Rejected { .. } => "rejected",
+        }
+    }
+
+    /// The deciding signal, for duplicates.
+    pub fn signal(&self) -> Option<&'static str> {
+        match self {
+            Resolution::Decided { verdict, .. } => verdict.duplicate().map(|d| d.signal.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// Build the output entry (and the dead letter of a rejection) for `entry`.
+pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
+    let mut out: Vec<(&'static str, Vec<u8>)> = Vec::with_capacity(10);
+    let mut dead = None;
+    match resolution {
+        Resolution::Decided {
+            id,
+            op,
+            verdict,
+            simhash,
+            replayed,
+        } => {
+            out.push(("id", id.clone().into_bytes()));
+            out.push(("verdict", resolution.verdict().into()));
+            if let Some(d) = verdict.duplicate() {
+                out.push(("dup_of", d.dup_of.clone().into_bytes()));
+                out.push(("distance", d.distance.to_string().into_bytes()));
+                out.push(("signal", d.signal.as_str().into()));
+            }
+            out.push(("simhash", to_hex(*simhash).into_bytes()));
+            out.push(("op", (*op).into()));
+            if *replayed {
+                out.push(("replayed", b"1".to_vec()));
+            }
+        }
+        Resolution::Deleted { id, .. } => {
+            out.push(("id", id.clone().into_bytes()));
+            out.push(("verdict", resolution.verdict().into()));
+            out.push(("op", b"delete".to_vec()));
+        }
+        Resolution::Rejected { why } => {
+            // The id as far as it is readable: consumers decode output as UTF-8;
+            // the dead letter keeps the original bytes.
+            if let Some(id) = entry.field("id") {
+                out.push(("id", String::from_utf8_lossy(id).into_owned().into_bytes()));
+            }
+            out.push(("verdict", b"rejected".to_vec()));
+            out.push(("reason", why.to_string().into_bytes()));
+            out.push(("code", why.code().into()));
+            let mut fields: Vec<(Vec<u8>, Vec<u8>)> = entry.fields.clone().unwrap_or_default();
+            fields.push((b"reason".to_vec(), why.to_string().into_bytes()));
+            fields.push((b"code".to_vec(), why.code().into()));
+            fields.push((
+                b"deliveries".to_vec(),
+                entry.deliveries.to_string().into_bytes(),
+            ));
+            fields.push((b"source".to_vec(), entry.id.clone().into_bytes()));
+            dead = Some(fields);
+        }
+    }
+    out.push(("source", entry.id.clone().into_bytes()));
+    Emit {
+        source: entry.id.clone(),
+        output: out,
+        dead,
+    }
+}

@@ -1,0 +1,52 @@
+//! The worker as a service: settings in, HTTP listener and worker running until
+//! the shutdown trigger fires. What `simdedup worker` calls.
+
+use std::sync::Arc;
+
+use crate::index::Index;
+use crate::settings::Settings;
+
+use super::shutdown::{Shutdown, ShutdownTrigger};
+use super::{http, RunSummary, Worker, WorkerError};
+
+/// Run a worker over `index` with `settings` until `shutdown` fires (the binary
+/// fires it on SIGTERM/SIGINT), serving `/metrics`, `/healthz`, `/readyz` on
+/// `settings.worker.http_addr` when it is not empty.
+pub async fn run<I: Index + 'static>(
+    settings: &Settings,
+    index: Arc<I>,
+    trigger: ShutdownTrigger,
+) -> Result<RunSummary, WorkerError> {
+    let client = redis::Client::open(settings.redis_url.as_str())?;
+    let fingerprinter = settings
+        .fingerprinter()
+        .map_err(|e| WorkerError::Config(e.to_string()))?;
+    let worker = Worker::new(
+        client,
+        &settings.namespace,
+        index,
+        fingerprinter,
+        settings.worker.clone(),
+        settings.max_text_bytes,
+    )?;
+    let http_task = if settings.worker.http_addr.is_empty() {
+        None
+    } else {
+        let listener = http::bind(&settings.worker.http_addr).await?;
+        tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+        Some(tokio::spawn(http::serve(
+            listener,
+            worker.metrics(),
+            worker.health(),
+            trigger.subscribe(),
+        )))
+    };
+    let shutdown: Shutdown = trigger.subscribe();
+    let summary = worker.run(shutdown).await;
+    // Whatever ended the worker ends the listener too.
+    trigger.fire();
+    if let Some(task) = http_task {
+        let _ = task.await;
+    }
+    summary
+}

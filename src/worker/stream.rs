@@ -1,0 +1,360 @@
+//! Stream entries: Redis replies → raw entries (fields kept as bytes) → requests
+//! or specific rejections.
+//!
+//! Fields are read as bytes, never as `String`: a producer may send anything,
+//! and a non-UTF-8 `text` must become a `rejected` verdict for that entry, not a
+//! decode error that fails the whole batch.
+
+use redis::Value;
+
+use crate::article::{parse_ts, validate_id, validate_text, Article, Rejection};
+
+/// One input stream entry as Redis returned it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawEntry {
+    /// The stream entry id (`<ms>-<seq>`).
+    pub id: String,
+    /// Field/value pairs in order; `None` when the entry was deleted from the
+    /// stream while still pending (Redis returns it with nil fields).
+    pub fields: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// How many times the group delivered it (1 for a first delivery).
+    pub deliveries: u64,
+}
+
+impl RawEntry {
+    pub fn field(&self, name: &str) -> Option<&[u8]> {
+        self.fields
+            .as_ref()?
+            .iter()
+            .find(|(k, _)| k == name.as_bytes())
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// The entry's own time (the `<ms>` part of its id): the default event time.
+    pub fn stream_time_ms(&self) -> Option<i64> {
+        self.id.split('-').next()?.parse().ok()
+    }
+}
+
+/// What an input entry asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `op` = `check` (default): decide and record.
+    Check(Article),
+    /// `op` = `query`: decide without recording.
+    Query(Article),
+    /// `op` = `delete`: remove the article `id` from the index (`text` not needed).
+    Delete { id: String },
+}
+
+impl Request {
+    pub fn id(&self) -> &str {
+        match self {
+            Request::Check(a) | Request::Query(a) => &a.id,
+            Request::Delete { id } => id,
+        }
+    }
+
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Check(_) => "check",
+            Request::Query(_) => "query",
+            Request::Delete { .. } => "delete",
+        }
+    }
+}
+
+fn utf8_field(entry: &RawEntry, name: &'static str) -> Result<Option<String>, Rejection> {
+    match entry.field(name) {
+        None => Ok(None),
+        Some(bytes) => match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(Some(s.to_owned())),
+            Err(e) => Err(Rejection::InvalidUtf8Field {
+                field: name,
+                valid_up_to: e.valid_up_to(),
+            }),
+        },
+    }
+}
+
+/// Turn an entry's fields into a request, or say specifically why not.
+///
+/// `ts` defaults to the entry's stream time, so articles without one are
+/// compared by when they were produced.
+pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, Rejection> {
+    if entry.fields.is_none() {
+        return Err(Rejection::EntryDeleted);
+    }
+    let op = match entry.field("op") {
+        None => "check".to_owned(),
+        Some(b) => String::from_utf8_lossy(b).into_owned(),
+    };
+    if !matches!(op.as_str(), "check" | "query" | "delete") {
+        return Err(Rejection::UnknownOp(op.chars().take(40).collect()));
+    }
+    let id = utf8_field(entry, "id")?.ok_or(Rejection::MissingField("id"))?;
+    validate_id(&id)?;
+    if op == "delete" {
+        return Ok(Request::Delete { id });
+    }
+    // Check the size before decoding: an oversized text is rejected without
+    // copying it, and without caring whether it is UTF-8.
+    let raw_text = entry.field("text").ok_or(Rejection::MissingField("text"))?;
+    if raw_text.len() > max_text_bytes {
+        return Err(Rejection::TextTooLarge {
+            len: raw_text.len(),
+            limit: max_text_bytes,
+        });
+    }
+    let text = utf8_field(entry, "text")?.unwrap_or_default();
+    validate_text(&text, max_text_bytes)?;
+    let title = utf8_field(entry, "title")?;
+    let ts_ms = match utf8_field(entry, "ts") {
+        Ok(Some(ts)) => Some(parse_ts(&ts)?),
+        Ok(None) => entry.stream_time_ms(),
+        Err(_) => {
+            return Err(Rejection::BadTimestamp(
+                String::from_utf8_lossy(entry.field("ts").unwrap_or_default())
+                    .chars()
+                    .take(40)
+                    .collect(),
+            ))
+        }
+    };
+    let article = Article {
+        id,
+        text,
+        title,
+        ts_ms,
+    };
+    Ok(if op == "query" {
+        Request::Query(article)
+    } else {
+        Request::Check(article)
+    })
+}
+
+/// Errors decoding a Redis reply we expected to be stream entries.
+#[derive(Debug, thiserror::Error)]
+#[error("unexpected Redis reply shape: {0}")]
+pub struct ReplyError(pub String);
+
+fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        Value::Int(i) => Some(i.to_string().into_bytes()),
+        _ => None,
+    }
+}
+
+fn string(v: &Value) -> Option<String> {
+    bytes(v).and_then(|b| String::from_utf8(b).ok())
+}
+
+/// One `[id, [f, v, ...]]` element.
+pub fn parse_raw_entry(v: &Value) -> Result<RawEntry, ReplyError> {
+    let Value::Array(pair) = v else {
+        return Err(ReplyError(format!("entry is not an array: {v:?}")));
+    };
+    let id = pair
+        .first()
+        .and_then(string)
+        .ok_or_else(|| ReplyError("entry without an id".into()))?;
+    let fields = match pair.get(1) {
+        None | Some(Value::Nil) => None,
+        Some(Value::Array(kv)) => Some(
+            kv.chunks(2)
+                .filter_map(|c| Some((bytes(c.first()?)?, bytes(c.get(1)?)?)))
+                .collect(),
+        ),
+        Some(Value::Map(kv)) => Some(
+            kv.iter()
+                .filter_map(|(k, v)| Some((bytes(k)?, bytes(v)?)))
+                .collect(),
+        ),
+        Some(other) => return Err(ReplyError(format!("entry fields: {other:?}"))),
+    };
+    Ok(RawEntry {
+        id,
+        fields,
+        deliveries: 1,
+    })
+}
+
+fn parse_entry_list(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
+    match v {
+        Value::Nil => Ok(Vec::new()),
+        Value::Array(items) => items.iter().map(parse_raw_entry).collect(),
+        other => Err(ReplyError(format!("entry list: {other:?}"))),
+    }
+}
+
+/// An `XREADGROUP` reply for one stream (nil on timeout).
+pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
+    match v {
+        Value::Nil => Ok(Vec::new()),
+        // RESP2: [[stream, entries]]
+        Value::Array(streams) => {
+            let mut out = Vec::new();
+            for s in streams {
+                match s {
+                    Value::Array(pair) if pair.len() == 2 => {
+                        out.extend(parse_entry_list(&pair[1])?)
+                    }
+                    other => return Err(ReplyError(format!("XREADGROUP stream: {other:?}"))),
+                }
+            }
+            Ok(out)
+        }
+        // RESP3: {stream: entries}
+        Value::Map(streams) => {
+            let mut out = Vec::new();
+            for (_, entries) in streams {
+                out.extend(parse_entry_list(entries)?);
+            }
+            Ok(out)
+        }
+        other => Err(ReplyError(format!("XREADGROUP: {other:?}"))),
+    }
+}
+
+/// An `XAUTOCLAIM` reply: `(next cursor, claimed entries, ids deleted meanwhile)`.
+pub fn parse_xautoclaim(v: &Value) -> Result<(String, Vec<RawEntry>, Vec<String>), ReplyError> {
+    let Value::Array(parts) = v else {
+        return Err(ReplyError(format!("XAUTOCLAIM: {v:?}")));
+    };
+    let cursor = parts
+        .first()
+        .and_then(string)
+        .ok_or_else(|| ReplyError("XAUTOCLAIM without a cursor".into()))?;
+    let entries = parts
+        .get(1)
+        .map(parse_entry_list)
+        .transpose()?
+        .unwrap_or_default();
+    let deleted = match parts.get(2) {
+        Some(Value::Array(ids)) => ids.iter().filter_map(string).collect(),
+        _ => Vec::new(),
+    };
+    Ok((cursor, entries, deleted))
+}
+
+/// An `XPENDING key group start end count [consumer]` reply: `(id, deliveries)`.
+pub fn parse_xpending_range(v: &Value) -> Result<Vec<(String, u64)>, ReplyError> {
+    let Value::Array(rows) = v else {
+        return Err(ReplyError(format!("XPENDING: {v:?}")));
+    };
+    rows.iter()
+        .map(|row| match row {
+            Value::Array(r) if r.len() >= 4 => {
+                let id = string(&r[0]).ok_or_else(|| ReplyError("XPENDING id".into()))?;
+                let n = match &r[3] {
+                    Value::Int(n) => *n as u64,
+                    other => string(other)
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| ReplyError("XPENDING count".into()))?,
+                };
+                Ok((id, n))
+            }
+            other => Err(ReplyError(format!("XPENDING row: {other:?}"))),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(fields: &[(&str, &[u8])]) -> RawEntry {
+        RawEntry {
+            id: "1700000000000-0".into(),
+            fields: Some(
+                fields
+                    .iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), v.to_vec()))
+                    .collect(),
+            ),
+            deliveries: 1,
+        }
+    }
+
+    fn code(fields: &[(&str, &[u8])]) -> &'static str {
+        parse_entry(&entry(fields), 10).unwrap_err().code()
+    }
+
+    #[test]
+    fn valid_entries() {
+        let r = parse_entry(&entry(&[("id", b"a"), ("text", b"hello")]), 10).unwrap();
+        let Request::Check(a) = r else { panic!() };
+        assert_eq!(a.ts_ms, Some(1_700_000_000_000), "defaults to stream time");
+        let r = parse_entry(
+            &entry(&[("id", b"a"), ("text", b"x"), ("ts", b"5"), ("op", b"query")]),
+            10,
+        )
+        .unwrap();
+        assert!(matches!(r, Request::Query(Article { ts_ms: Some(5), .. })));
+        let r = parse_entry(&entry(&[("id", b"a"), ("op", b"delete")]), 10).unwrap();
+        assert_eq!(r, Request::Delete { id: "a".into() });
+    }
+
+    #[test]
+    fn each_bad_input_has_its_reason() {
+        assert_eq!(code(&[("text", b"x")]), "missing_field");
+        assert_eq!(code(&[("id", b"a")]), "missing_field");
+        assert_eq!(code(&[("id", b""), ("text", b"x")]), "empty_id");
+        assert_eq!(code(&[("id", b"a"), ("text", b"\xff\xfe")]), "invalid_utf8");
+        assert_eq!(code(&[("id", b"\xff"), ("text", b"x")]), "invalid_utf8");
+        assert_eq!(
+            code(&[("id", b"a"), ("text", b"0123456789x")]),
+            "text_too_large"
+        );
+        assert_eq!(
+            code(&[("id", b"a"), ("text", b"x"), ("op", b"merge")]),
+            "unknown_op"
+        );
+        assert_eq!(
+            code(&[("id", b"a"), ("text", b"x"), ("ts", b"-4")]),
+            "bad_timestamp"
+        );
+        assert_eq!(
+            code(&[("id", b"a"), ("text", b"x"), ("ts", b"\xff")]),
+            "bad_timestamp"
+        );
+        let deleted = RawEntry {
+            id: "1-0".into(),
+            fields: None,
+            deliveries: 2,
+        };
+        assert_eq!(
+            parse_entry(&deleted, 10).unwrap_err().code(),
+            "entry_deleted"
+        );
+    }
+
+    #[test]
+    fn parses_replies() {
+        let e = Value::Array(vec![
+            Value::BulkString(b"1-0".to_vec()),
+            Value::Array(vec![
+                Value::BulkString(b"id".to_vec()),
+                Value::BulkString(b"\xff".to_vec()),
+            ]),
+        ]);
+        let reply = Value::Array(vec![Value::Array(vec![
+            Value::BulkString(b"s".to_vec()),
+            Value::Array(vec![e.clone()]),
+        ])]);
+        let got = parse_xreadgroup(&reply).unwrap();
+        assert_eq!(got[0].field("id"), Some(&b"\xff"[..]));
+        let claim = Value::Array(vec![
+            Value::BulkString(b"0-0".to_vec()),
+            Value::Array(vec![e]),
+            Value::Array(vec![Value::BulkString(b"2-0".to_vec())]),
+        ]);
+        let (cursor, entries, deleted) = parse_xautoclaim(&claim).unwrap();
+        assert_eq!((cursor.as_str(), entries.len()), ("0-0", 1));
+        assert_eq!(deleted, vec!["2-0".to_owned()]);
+        assert!(parse_xreadgroup(&Value::Nil).unwrap().is_empty());
+    }
+}

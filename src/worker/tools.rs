@@ -1,0 +1,242 @@
+//! Operator tools on the streams: `produce` (JSONL → input stream), `stats`
+//! (lag, pending, consumers), `inspect` (what the index holds about an id).
+
+use std::io::BufRead;
+
+use indicatif::ProgressBar;
+use redis::aio::ConnectionLike;
+use redis::{RedisError, Value};
+use serde::Serialize;
+
+use crate::index::{Cluster, Index, IndexError, StoredArticle};
+use crate::keys::Keys;
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+/// `[k, v, k, v, ...]` or a RESP3 map as (name, value) pairs.
+fn pairs(v: &Value) -> Vec<(String, &Value)> {
+    match v {
+        Value::Array(kv) => kv
+            .chunks(2)
+            .filter_map(|c| Some((text(c.first()?)?, c.get(1)?)))
+            .collect(),
+        Value::Map(kv) => kv.iter().filter_map(|(k, v)| Some((text(k)?, v))).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn get<'a>(pairs: &'a [(String, &'a Value)], name: &str) -> Option<&'a Value> {
+    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+}
+
+/// One consumer group, from `XINFO GROUPS`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupInfo {
+    pub name: String,
+    pub consumers: i64,
+    pub pending: i64,
+    pub last_delivered_id: String,
+    /// Entries not yet delivered to the group (Redis ≥ 7; None when Redis cannot tell).
+    pub lag: Option<i64>,
+}
+
+/// Find group `name` in an `XINFO GROUPS` reply.
+pub fn group_info(reply: &Value, name: &str) -> Option<GroupInfo> {
+    let Value::Array(groups) = reply else {
+        return None;
+    };
+    groups.iter().find_map(|g| {
+        let p = pairs(g);
+        let gname = get(&p, "name").and_then(text)?;
+        (gname == name).then(|| GroupInfo {
+            name: gname,
+            consumers: get(&p, "consumers").and_then(int).unwrap_or(0),
+            pending: get(&p, "pending").and_then(int).unwrap_or(0),
+            last_delivered_id: get(&p, "last-delivered-id")
+                .and_then(text)
+                .unwrap_or_default(),
+            lag: get(&p, "lag").and_then(int),
+        })
+    })
+}
+
+/// One consumer, from `XINFO CONSUMERS`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsumerInfo {
+    pub name: String,
+    pub pending: i64,
+    pub idle_ms: i64,
+}
+
+/// What `simdedup stats` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamStats {
+    pub input_stream: String,
+    pub input_length: i64,
+    pub output_length: i64,
+    pub dead_letters: i64,
+    pub group: Option<GroupInfo>,
+    pub consumers: Vec<ConsumerInfo>,
+}
+
+/// Lag, pending entries and consumers of namespace `keys`, group `group`.
+pub async fn stats<C: ConnectionLike + Send>(
+    conn: &mut C,
+    keys: &Keys,
+    group: &str,
+) -> Result<StreamStats, RedisError> {
+    let (input_length, output_length, dead_letters): (i64, i64, i64) = redis::pipe()
+        .cmd("XLEN")
+        .arg(keys.input_stream())
+        .cmd("XLEN")
+        .arg(keys.output_stream())
+        .cmd("XLEN")
+        .arg(keys.dead_stream())
+        .query_async(conn)
+        .await?;
+    let groups: Value = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(keys.input_stream())
+        .query_async(conn)
+        .await
+        .unwrap_or(Value::Nil);
+    let group_info = group_info(&groups, group);
+    let mut consumers = Vec::new();
+    if group_info.is_some() {
+        let reply: Value = redis::cmd("XINFO")
+            .arg("CONSUMERS")
+            .arg(keys.input_stream())
+            .arg(group)
+            .query_async(conn)
+            .await?;
+        if let Value::Array(list) = reply {
+            for c in &list {
+                let p = pairs(c);
+                consumers.push(ConsumerInfo {
+                    name: get(&p, "name").and_then(text).unwrap_or_default(),
+                    pending: get(&p, "pending").and_then(int).unwrap_or(0),
+                    idle_ms: get(&p, "idle").and_then(int).unwrap_or(0),
+                });
+            }
+        }
+    }
+    Ok(StreamStats {
+        input_stream: keys.input_stream(),
+        input_length,
+        output_length,
+        dead_letters,
+        group: group_info,
+        consumers,
+    })
+}
+
+/// What `simdedup inspect ID` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Inspection {
+    pub id: String,
+    pub stored: Option<StoredArticle>,
+    pub cluster: Option<Cluster>,
+}
+
+/// What the index holds about `id`: fingerprint, verdict, cluster.
+pub async fn inspect<I: Index>(index: &I, id: &str) -> Result<Inspection, IndexError> {
+    Ok(Inspection {
+        id: id.to_owned(),
+        stored: index.get(id).await?,
+        cluster: index.cluster(id).await?,
+    })
+}
+
+/// Counts of a `produce` run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProduceSummary {
+    pub added: u64,
+    /// Blank lines are skipped silently; these are lines that are not JSON objects.
+    pub skipped: u64,
+}
+
+/// Errors of `produce`.
+#[derive(Debug, thiserror::Error)]
+pub enum ProduceError {
+    #[error("reading input: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("Redis: {0}")]
+    Redis(#[from] RedisError),
+}
+
+/// Turn a JSONL line into XADD fields: every top-level member, strings as they
+/// are, anything else as its JSON text (so `"id": 42` becomes `42`). Nothing is
+/// validated here: the worker does that, and answers bad input with `rejected`.
+pub fn line_fields(line: &[u8]) -> Option<Vec<(String, String)>> {
+    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let obj = value.as_object()?;
+    Some(
+        obj.iter()
+            .map(|(k, v)| {
+                let s = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), s)
+            })
+            .collect(),
+    )
+}
+
+/// XADD every JSONL line of `input` to the input stream, `pipeline` commands per
+/// round trip. `bar` advances by bytes read.
+pub async fn produce<C: ConnectionLike + Send>(
+    conn: &mut C,
+    keys: &Keys,
+    input: impl BufRead,
+    pipeline: usize,
+    bar: &ProgressBar,
+) -> Result<ProduceSummary, ProduceError> {
+    let stream = keys.input_stream();
+    let mut summary = ProduceSummary::default();
+    let mut pipe = redis::pipe();
+    let mut queued = 0usize;
+    for (n, line) in input.split(b'\n').enumerate() {
+        let line = line?;
+        bar.inc(line.len() as u64 + 1);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Some(fields) = line_fields(&line) else {
+            summary.skipped += 1;
+            tracing::warn!(line = n + 1, "not a JSON object; skipped");
+            continue;
+        };
+        pipe.cmd("XADD").arg(&stream).arg("*");
+        for (k, v) in &fields {
+            pipe.arg(k).arg(v);
+        }
+        pipe.ignore();
+        queued += 1;
+        if queued >= pipeline.max(1) {
+            pipe.query_async::<()>(conn).await?;
+            pipe.clear();
+            summary.added += queued as u64;
+            queued = 0;
+        }
+    }
+    if queued > 0 {
+        pipe.query_async::<()>(conn).await?;
+        summary.added += queued as u64;
+    }
+    Ok(summary)
+}
