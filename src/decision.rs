@@ -206,11 +206,10 @@ pub fn decide<'a>(
     if fp.is_empty() {
         return None;
     }
-    let mut best: Option<(
-        (bool, u32, std::cmp::Reverse<usize>, i64),
-        CandidateView<'a>,
-        Signal,
-    )> = None;
+    // Smaller is better: exact first, then distance, then more shared signatures,
+    // then earlier, then the smaller id (so the choice never depends on input order).
+    type Rank<'a> = (bool, u32, std::cmp::Reverse<usize>, i64, &'a str);
+    let mut best: Option<(Rank<'a>, Signal)> = None;
     for c in candidates {
         if !cfg.in_window(ts_ms, c.ts_ms) {
             continue;
@@ -218,23 +217,19 @@ pub fn decide<'a>(
         let Some((signal, distance, shared)) = classify(fp, &c, cfg) else {
             continue;
         };
-        // Smaller is better: exact first, then distance, then more shared sentences, then earlier.
         let rank = (
             signal != Signal::Exact,
             distance,
             std::cmp::Reverse(shared),
             c.ts_ms,
+            c.id,
         );
-        let better = match &best {
-            None => true,
-            Some((r, b, _)) => rank < *r || (rank == *r && c.id < b.id),
-        };
-        if better {
-            best = Some((rank, c, signal));
+        if best.as_ref().is_none_or(|(b, _)| rank < *b) {
+            best = Some((rank, signal));
         }
     }
-    best.map(|((_, distance, _, _), c, signal)| Match {
-        id: c.id.to_owned(),
+    best.map(|((_, distance, _, _, id), signal)| Match {
+        id: id.to_owned(),
         distance,
         signal,
     })

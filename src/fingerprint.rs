@@ -2,9 +2,9 @@
 //! sentence signatures and a content hash. Pure and I/O-free; the exact recipe is
 //! specified in `docs/fingerprint.md` and pinned by golden vectors in `tests/`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::idf::IdfTable;
@@ -118,7 +118,8 @@ impl Fingerprinter {
 
     /// Fingerprint text that has already been through [`normalize`].
     pub fn fingerprint_normalized(&self, text: &str) -> Fingerprint {
-        let mut tf: HashMap<&str, u32> = HashMap::with_capacity(256);
+        let mut tf: FxHashMap<&str, u32> = FxHashMap::default();
+        tf.reserve(256);
         let mut owned: Vec<String> = Vec::new();
         // Words borrowed from `text` are counted directly; lowercased ones are owned
         // first and counted after (they cannot be borrowed from `text`).

@@ -12,6 +12,8 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use rustc_hash::FxHashMap;
+
 use crate::tokenize::Tokenizer;
 
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +40,9 @@ pub enum IdfError {
 /// Word → inverse document frequency.
 #[derive(Debug, Clone)]
 pub struct IdfTable {
-    idf: HashMap<String, f64>,
+    // Fx: looked up once per distinct word of every article; SipHash's DoS
+    // resistance buys nothing for a table we load ourselves.
+    idf: FxHashMap<String, f64>,
     median: f64,
 }
 
@@ -104,6 +108,7 @@ impl IdfTable {
 
     /// A table from a map; the median is the lower median, as jieba computes it.
     pub fn from_map(idf: HashMap<String, f64>) -> IdfTable {
+        let idf: FxHashMap<String, f64> = idf.into_iter().collect();
         let mut values: Vec<f64> = idf.values().copied().collect();
         values.sort_by(f64::total_cmp);
         let median = values
@@ -138,7 +143,8 @@ impl IdfTable {
 fn parse_jieba_debug(debug: &str) -> Result<IdfTable, &'static str> {
     let start = debug.find("idf_dict: {").ok_or("no `idf_dict: {`")? + "idf_dict: {".len();
     let bytes = debug.as_bytes();
-    let mut idf = HashMap::with_capacity(300_000);
+    let mut idf = FxHashMap::default();
+    idf.reserve(300_000);
     let mut i = start;
     loop {
         while bytes.get(i) == Some(&b' ') || bytes.get(i) == Some(&b',') {

@@ -495,9 +495,13 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
                 let index = Arc::new(EmbeddedIndex::new(s.decision.clone()));
                 service::run(&s, index, trigger).await?
             }
-            IndexKind::Redis => bail!(
-                "the Redis index is not wired into this build yet; run one worker with --index embedded"
-            ),
+            IndexKind::Redis => {
+                let Some(index) = service::connect_redis_index(&s, trigger.subscribe()).await?
+                else {
+                    return Ok(());
+                };
+                service::run(&s, Arc::new(index), trigger).await?
+            }
         };
         eprintln!(
             "simdedup: worker stopped: {} outputs written, {} already done elsewhere, {} left pending",
@@ -566,12 +570,41 @@ fn run_stats(args: RedisCommon) -> Result<()> {
 
 fn run_inspect(args: InspectArgs) -> Result<()> {
     let s = args.redis.settings()?;
-    match s.index {
-        IndexKind::Redis => bail!("the Redis index is not wired into this build yet"),
-        IndexKind::Embedded => {
-            bail!("`inspect` needs the shared Redis index; an embedded index lives only inside its worker")
-        }
+    if s.index == IndexKind::Embedded {
+        bail!("`inspect` reads the shared Redis index; an embedded index lives only inside its worker");
     }
+    let report = runtime()?.block_on(async {
+        let (_trigger, shutdown) = ShutdownTrigger::new();
+        // No retries for a one-shot tool: fail fast when Redis is unreachable.
+        drop(_trigger);
+        let index = tokio::time::timeout(
+            std::time::Duration::from_millis(s.worker.command_timeout_ms.max(1000) * 2),
+            service::connect_redis_index(&s, shutdown),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("cannot reach Redis at {}", redact_url(&s.redis_url)))??
+        .context("Redis index unavailable")?;
+        let stored = index.locate(&args.id).await?;
+        let inspection = tools::inspect(&index, &args.id).await?;
+        anyhow::Ok((inspection, stored))
+    })?;
+    let (inspection, location) = report;
+    let mut json = serde_json::to_value(&inspection)?;
+    if let Some(st) = &inspection.stored {
+        json["simhash"] = serde_json::Value::String(st.fingerprint.simhash_hex());
+    }
+    if let Some((bucket, handle)) = location {
+        json["bucket"] = serde_json::Value::String(bucket);
+        json["handle"] = serde_json::Value::from(handle);
+    }
+    println!("{}", serde_json::to_string_pretty(&json)?);
+    if inspection.stored.is_none() {
+        eprintln!(
+            "simdedup: {} is not in the index (never seen, deleted, or outside the window)",
+            args.id
+        );
+    }
+    Ok(())
 }
 
 fn run_config(args: RedisCommon) -> Result<()> {

@@ -44,7 +44,7 @@ pub fn normalize(text: &str) -> String {
     let without_tags = strip_html(text);
     let decoded = html_escape::decode_html_entities(&without_tags);
     // Entities may have produced markup-like text ("&lt;b&gt;"); it is text now and stays.
-    let nfkc: String = decoded.nfkc().collect();
+    let nfkc = nfkc(&decoded);
     let mut out = String::with_capacity(nfkc.len());
     for line in nfkc.lines() {
         let line = strip_markdown_line(line);
@@ -58,6 +58,42 @@ pub fn normalize(text: &str) -> String {
         out.push_str(&folded);
     }
     out
+}
+
+/// Unicode NFKC, fast for CJK text.
+///
+/// Full-width ASCII forms (U+FF01–FF5E) and the ideographic space (U+3000) are
+/// nearly all the compatibility characters Chinese text has. NFKC maps each to one
+/// ASCII character, and replacing a character by its compatibility decomposition
+/// before normalizing does not change the result, so they are mapped directly; the
+/// general algorithm then runs only if the quick check says something else needs it.
+fn nfkc(text: &str) -> Cow<'_, str> {
+    fn full_width(c: char) -> Option<char> {
+        match c {
+            '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0),
+            '\u{3000}' => Some(' '),
+            _ => None,
+        }
+    }
+    let mapped: Cow<'_, str> = if text.chars().any(|c| full_width(c).is_some()) {
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for (i, c) in text.char_indices() {
+            if let Some(ascii) = full_width(c) {
+                out.push_str(&text[last..i]);
+                out.push(ascii);
+                last = i + c.len_utf8();
+            }
+        }
+        out.push_str(&text[last..]);
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(text)
+    };
+    match unicode_normalization::is_nfkc_quick(mapped.chars()) {
+        unicode_normalization::IsNormalized::Yes => mapped,
+        _ => Cow::Owned(mapped.nfkc().collect()),
+    }
 }
 
 /// Remove HTML comments, tags and the content of script-like elements.
@@ -167,39 +203,58 @@ fn strip_markdown_line(line: &str) -> Cow<'_, str> {
     if !body.contains(['*', '_', '`', '~', '[']) {
         return Cow::Borrowed(body);
     }
+    let bytes = body.as_bytes();
     let mut out = String::with_capacity(body.len());
-    let chars: Vec<char> = body.chars().collect();
     let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '*' | '`' => {}
-            '~' if chars.get(i + 1) == Some(&'~') => i += 1,
+    // Markdown markers are ASCII, so walk bytes and copy everything else through.
+    while i < bytes.len() {
+        match bytes[i] {
+            b'*' | b'`' => i += 1,
+            b'~' if bytes.get(i + 1) == Some(&b'~') => i += 2,
             // `_` is emphasis only at a word edge; inside snake_case it is text.
-            '_' => {
-                let prev_word = i > 0 && chars[i - 1].is_alphanumeric();
-                let next_word = chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
+            b'_' => {
+                let prev_word = body[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(char::is_alphanumeric);
+                let next_word = body[i + 1..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_alphanumeric);
                 if prev_word && next_word {
                     out.push('_');
                 }
+                i += 1;
             }
-            '[' => {
+            b'[' => {
                 // [text](url) -> text
-                if let Some(close) = chars[i + 1..].iter().position(|&x| x == ']') {
+                let link = body[i + 1..].find(']').and_then(|close| {
                     let close = i + 1 + close;
-                    if chars.get(close + 1) == Some(&'(') {
-                        if let Some(paren) = chars[close + 2..].iter().position(|&x| x == ')') {
-                            out.extend(&chars[i + 1..close]);
-                            i = close + 2 + paren + 1;
-                            continue;
-                        }
+                    let rest = body[close + 1..].strip_prefix('(')?;
+                    let paren = rest.find(')')?;
+                    Some((close, close + 2 + paren + 1))
+                });
+                match link {
+                    Some((close, end)) => {
+                        out.push_str(&body[i + 1..close]);
+                        i = end;
+                    }
+                    None => {
+                        out.push('[');
+                        i += 1;
                     }
                 }
-                out.push('[');
             }
-            _ => out.push(c),
+            _ => {
+                // Copy up to the next marker (after at least this whole character).
+                let after = i + body[i..].chars().next().map_or(1, char::len_utf8);
+                let next = body[after..]
+                    .find(['*', '`', '~', '_', '['])
+                    .map_or(body.len(), |n| after + n);
+                out.push_str(&body[i..next]);
+                i = next;
+            }
         }
-        i += 1;
     }
     Cow::Owned(out)
 }

@@ -51,6 +51,9 @@ pub struct Settings {
     pub namespace: String,
     /// The index the worker uses.
     pub index: IndexKind,
+    /// Accept a Redis `maxmemory-policy allkeys-*`, which may evict index keys
+    /// (the Redis index refuses to start under it otherwise).
+    pub allow_eviction: bool,
     pub worker: WorkerConfig,
 }
 
@@ -64,6 +67,7 @@ impl Default for Settings {
             redis_url: DEFAULT_REDIS_URL.into(),
             namespace: DEFAULT_NAMESPACE.into(),
             index: IndexKind::Redis,
+            allow_eviction: false,
             worker: WorkerConfig::default(),
         }
     }
@@ -139,11 +143,15 @@ impl Settings {
 
     /// A fingerprinter for these settings.
     pub fn fingerprinter(&self) -> Result<Fingerprinter, IdfError> {
-        Ok(Fingerprinter::new(
-            Tokenizer::new(self.fingerprint.hmm),
-            self.idf_table()?,
-            self.fingerprint.clone(),
-        ))
+        // The segmenter's dictionary and the IDF table each take a few hundred
+        // milliseconds to load: load them side by side.
+        let (idf, tokenizer) = std::thread::scope(|s| {
+            let idf = s.spawn(|| self.idf_table());
+            let tokenizer = Tokenizer::new(self.fingerprint.hmm);
+            (idf.join(), tokenizer)
+        });
+        let idf = idf.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        Ok(Fingerprinter::new(tokenizer, idf, self.fingerprint.clone()))
     }
 }
 

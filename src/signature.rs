@@ -17,7 +17,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::simhash::hash_bytes;
+use std::hash::Hasher;
+
+use crate::simhash::{content_hasher, hash_bytes};
+use crate::tokenize::is_han;
 
 /// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
 fn ends_sentence(c: char) -> bool {
@@ -50,18 +53,27 @@ pub enum Selection {
     Sampled,
 }
 
-/// The key of a piece of text: its letters and digits, lowercased.
-pub fn key_of(text: &str, out: &mut String) {
+/// The key of a piece of text: its letters and digits, lowercased. Returns the
+/// number of characters in the key.
+pub fn key_of(text: &str, out: &mut String) -> usize {
     out.clear();
+    let mut chars = 0;
     for c in text.chars() {
-        if c.is_alphanumeric() {
+        chars += 1;
+        // Han first: `is_alphanumeric` is a slow table search for it.
+        if is_han(c) {
+            out.push(c);
+        } else if c.is_alphanumeric() {
             if c.is_uppercase() {
                 out.extend(c.to_lowercase());
             } else {
                 out.push(c);
             }
+        } else {
+            chars -= 1;
         }
     }
+    chars
 }
 
 /// Split normalized text into sentences. A `.` ends a sentence only before
@@ -124,13 +136,15 @@ pub fn signature_with(
     unit: Unit,
     selection: Selection,
 ) -> Signature {
-    let mut whole = String::with_capacity(text.len());
+    // The content hash is SipHash over all keys concatenated, fed piece by piece.
+    let mut whole = content_hasher();
+    let mut key_chars = 0;
     let mut key = String::new();
     let mut picked: Vec<(usize, u64)> = Vec::new();
     for sentence in pieces(text, unit) {
-        key_of(sentence, &mut key);
-        whole.push_str(&key);
-        let chars = key.chars().count();
+        let chars = key_of(sentence, &mut key);
+        whole.write(key.as_bytes());
+        key_chars += chars;
         if chars >= min_chars {
             picked.push((chars, hash_bytes(key.as_bytes())));
         }
@@ -152,8 +166,8 @@ pub fn signature_with(
     });
     hashes.sort_unstable();
     Signature {
-        content: hash_bytes(whole.as_bytes()),
-        key_chars: whole.chars().count(),
+        content: whole.finish(),
+        key_chars,
         hashes,
     }
 }
@@ -209,6 +223,16 @@ mod tests {
             10,
         );
         assert_eq!(sig.hashes.len(), 1);
+    }
+
+    #[test]
+    fn content_hash_is_the_hash_of_the_whole_key() {
+        let mut k = String::new();
+        key_of("Hello, World. 你好。", &mut k);
+        assert_eq!(
+            signature("Hello, World. 你好。", 3, 1).content,
+            hash_bytes(k.as_bytes())
+        );
     }
 
     #[test]

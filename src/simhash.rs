@@ -4,6 +4,9 @@
 //! UTF-8 bytes (nothing appended, so any language can reproduce it). Every bit of
 //! the hash adds the feature's weight to a per-bit sum when set and subtracts it
 //! when clear; the fingerprint's bit is 1 where the sum is positive.
+//!
+//! Weights are fixed-point integers ([`quantize`]): integer sums do not depend on the
+//! order features are added in, so every implementation gets the same bits.
 
 use siphasher::sip::SipHasher13;
 
@@ -18,34 +21,46 @@ pub fn hash_bytes(bytes: &[u8]) -> u64 {
     SipHasher13::new_with_keys(SIP_KEY_0, SIP_KEY_1).hash(bytes)
 }
 
+/// A real weight as the integer SimHash adds: `round(weight × 1000)` (ties away
+/// from zero), at least 1 so no feature is silently dropped.
+#[inline]
+pub fn quantize(weight: f64) -> i64 {
+    ((weight * 1000.0).round() as i64).max(1)
+}
+
+/// A streaming SipHash-1-3 with the same keys: writing pieces one after another
+/// gives [`hash_bytes`] of their concatenation.
+pub fn content_hasher() -> SipHasher13 {
+    SipHasher13::new_with_keys(SIP_KEY_0, SIP_KEY_1)
+}
+
 /// Accumulates weighted features into a SimHash.
 #[derive(Debug, Clone)]
 pub struct SimHasher {
-    sums: [f64; 64],
+    sums: [i64; 64],
 }
 
 impl Default for SimHasher {
     fn default() -> Self {
-        Self { sums: [0.0; 64] }
+        Self { sums: [0; 64] }
     }
 }
 
 impl SimHasher {
-    /// Add a feature with its weight.
+    /// Add a feature with its (real) weight.
     #[inline]
     pub fn add(&mut self, feature: &str, weight: f64) {
-        self.add_hash(hash_bytes(feature.as_bytes()), weight);
+        self.add_hash(hash_bytes(feature.as_bytes()), quantize(weight));
     }
 
-    /// Add an already hashed feature.
+    /// Add an already hashed feature with an integer weight.
     #[inline]
-    pub fn add_hash(&mut self, hash: u64, weight: f64) {
+    pub fn add_hash(&mut self, hash: u64, weight: i64) {
+        // Branch-free so the compiler can vectorize: +w where the bit is set, -w where not.
         for (bit, sum) in self.sums.iter_mut().enumerate() {
-            if (hash >> bit) & 1 == 1 {
-                *sum += weight;
-            } else {
-                *sum -= weight;
-            }
+            // 0 where the bit is set, -1 where clear; (w ^ m) - m is then w or -w.
+            let m = ((hash >> bit) & 1) as i64 - 1;
+            *sum += (weight ^ m) - m;
         }
     }
 
@@ -54,7 +69,7 @@ impl SimHasher {
         self.sums
             .iter()
             .enumerate()
-            .filter(|(_, &s)| s > 0.0)
+            .filter(|(_, &s)| s > 0)
             .fold(0u64, |acc, (bit, _)| acc | (1 << bit))
     }
 }
@@ -101,6 +116,16 @@ mod tests {
     }
 
     #[test]
+    fn streaming_hash_equals_one_shot() {
+        use std::hash::Hasher;
+        let mut h = content_hasher();
+        h.write(b"abc");
+        h.write(b"");
+        h.write("中文def".as_bytes());
+        assert_eq!(h.finish(), hash_bytes("abc中文def".as_bytes()));
+    }
+
+    #[test]
     fn single_feature_simhash_is_its_hash() {
         let mut s = SimHasher::default();
         s.add("hello", 1.0);
@@ -118,6 +143,28 @@ mod tests {
         s.add("a", 1.0);
         s.add("b", 3.0);
         assert_eq!(s.finish(), b);
+    }
+
+    #[test]
+    fn quantize_rounds_and_keeps_tiny_weights() {
+        assert_eq!(quantize(13.900677652), 13901);
+        assert_eq!(quantize(0.0004), 1);
+        assert_eq!(quantize(2.0005), 2001);
+    }
+
+    #[test]
+    fn order_does_not_matter() {
+        let words = [
+            ("alpha", 1.1),
+            ("beta", 2.2),
+            ("gamma", 3.3),
+            ("delta", 0.7),
+        ];
+        let mut a = SimHasher::default();
+        words.iter().for_each(|(w, x)| a.add(w, *x));
+        let mut b = SimHasher::default();
+        words.iter().rev().for_each(|(w, x)| b.add(w, *x));
+        assert_eq!(a.finish(), b.finish());
     }
 
     #[test]

@@ -5,10 +5,10 @@
 //! to alternating runs. Stop words (shipped in `src/stopwords/`) and words too short
 //! to carry a topic are dropped. The rules are part of fingerprint v1.
 
-use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 use jieba_rs::Jieba;
+use rustc_hash::FxHashSet;
 use unicode_segmentation::UnicodeSegmentation;
 
 const ZH_STOP_WORDS: &str = include_str!("stopwords/zh.txt");
@@ -36,7 +36,7 @@ pub fn shared_jieba() -> Arc<Jieba> {
 #[derive(Clone)]
 pub struct Tokenizer {
     jieba: Arc<Jieba>,
-    stop_words: Arc<HashSet<&'static str>>,
+    stop_words: Arc<FxHashSet<&'static str>>,
     hmm: bool,
 }
 
@@ -57,7 +57,7 @@ impl Tokenizer {
     }
 
     pub fn with_jieba(jieba: Arc<Jieba>, hmm: bool) -> Self {
-        static STOP: OnceLock<Arc<HashSet<&'static str>>> = OnceLock::new();
+        static STOP: OnceLock<Arc<FxHashSet<&'static str>>> = OnceLock::new();
         let stop_words = STOP
             .get_or_init(|| {
                 Arc::new(
@@ -93,7 +93,9 @@ impl Tokenizer {
                         f(token.word);
                     }
                 }
-            } else {
+            } else if run.bytes().any(|b| b.is_ascii_alphanumeric() || b >= 0x80) {
+                // (Runs of ASCII punctuation and spaces between Han runs are common
+                // and have no words: skip the segmenter for them.)
                 for word in run.unicode_words() {
                     let word = if word.chars().any(char::is_uppercase) {
                         lower.clear();
@@ -125,7 +127,7 @@ impl Tokenizer {
         let (Some(_), Some(_)) = (chars.next(), chars.next()) else {
             return false;
         };
-        word.chars().any(char::is_alphanumeric) && !self.stop_words.contains(word)
+        word.chars().any(|c| is_han(c) || c.is_alphanumeric()) && !self.stop_words.contains(word)
     }
 }
 

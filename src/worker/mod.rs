@@ -227,7 +227,7 @@ fn is_connection_error(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
 }
 
-fn backoff(attempt: u32, max_ms: u64) -> Duration {
+pub(crate) fn backoff(attempt: u32, max_ms: u64) -> Duration {
     let ms = 25u64
         .saturating_mul(1 << attempt.min(10))
         .min(max_ms.max(1));

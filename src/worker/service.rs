@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use crate::index::Index;
+use std::time::Duration;
+
+use crate::index::{Index, IndexError, RedisIndex, RedisIndexOptions};
 use crate::settings::Settings;
 
 use super::shutdown::{Shutdown, ShutdownTrigger};
@@ -49,4 +51,41 @@ pub async fn run<I: Index + 'static>(
         let _ = task.await;
     }
     summary
+}
+
+/// Connect the Redis index for `settings`, retrying with backoff while Redis is
+/// unreachable (a worker may start before its Redis). `Ok(None)`: shutdown was
+/// requested meanwhile. Configuration errors (e.g. an evicting
+/// `maxmemory-policy`) are returned at once.
+pub async fn connect_redis_index(
+    settings: &Settings,
+    mut shutdown: Shutdown,
+) -> Result<Option<RedisIndex>, IndexError> {
+    let options = RedisIndexOptions {
+        allow_eviction: settings.allow_eviction,
+        response_timeout: Duration::from_millis(settings.worker.command_timeout_ms),
+        ..RedisIndexOptions::default()
+    };
+    let mut attempt = 0u32;
+    loop {
+        match RedisIndex::connect(
+            &settings.redis_url,
+            &settings.namespace,
+            settings.decision.clone(),
+            options.clone(),
+        )
+        .await
+        {
+            Ok(index) => return Ok(Some(index)),
+            Err(IndexError::Unavailable(why)) => {
+                attempt += 1;
+                tracing::warn!(%why, attempt, "Redis index unreachable; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(super::backoff(attempt, settings.worker.backoff_max_ms)) => {}
+                    _ = shutdown.recv() => return Ok(None),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }

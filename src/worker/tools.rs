@@ -91,6 +91,17 @@ pub struct StreamStats {
     pub dead_letters: i64,
     pub group: Option<GroupInfo>,
     pub consumers: Vec<ConsumerInfo>,
+    /// Live time buckets of the Redis index, oldest first (empty for an embedded index).
+    pub index_buckets: Vec<BucketStats>,
+}
+
+/// One time bucket of the Redis index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BucketStats {
+    pub label: String,
+    pub start_ms: i64,
+    /// Articles stored in the bucket (`HLEN` of its id hash).
+    pub articles: i64,
 }
 
 /// Lag, pending entries and consumers of namespace `keys`, group `group`.
@@ -134,7 +145,30 @@ pub async fn stats<C: ConnectionLike + Send>(
             }
         }
     }
+    let buckets: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(keys.buckets())
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(conn)
+        .await?;
+    let mut index_buckets = Vec::with_capacity(buckets.len());
+    if !buckets.is_empty() {
+        let mut pipe = redis::pipe();
+        for (label, _) in &buckets {
+            pipe.cmd("HLEN").arg(keys.ids(label));
+        }
+        let sizes: Vec<i64> = pipe.query_async(conn).await?;
+        for ((label, start), articles) in buckets.into_iter().zip(sizes) {
+            index_buckets.push(BucketStats {
+                label,
+                start_ms: start as i64,
+                articles,
+            });
+        }
+    }
     Ok(StreamStats {
+        index_buckets,
         input_stream: keys.input_stream(),
         input_length,
         output_length,

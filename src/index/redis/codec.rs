@@ -178,7 +178,7 @@ mod tests {
         }
         assert_eq!(
             encode_meta("c", &dup),
-            "d|12|sentence|8|14|中文 idroot|with|barsc"
+            "d|12|sentence|9|14|中文 idroot|with|barsc"
         );
         assert!(decode_meta(b"d|1|simhash|9|1|ab").is_err());
         assert!(decode_meta(b"x|1").is_err());

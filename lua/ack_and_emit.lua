@@ -1,0 +1,65 @@
+#!lua
+-- simdedup: acknowledge input entries and write their output entries, atomically
+-- and at most once per input entry (see docs/protocol.md, "Exactly once").
+--
+-- The shebang line makes Redis (>= 7.0) check for OOM *before* the script runs,
+-- so a script that starts always completes: there is no state where an entry was
+-- acked but its output was not written.
+--
+-- KEYS[1] input stream   KEYS[2] output stream   KEYS[3] dead-letter stream
+-- ARGV[1] consumer group
+-- ARGV[2] output MAXLEN (~; 0 = no trimming)   ARGV[3] dead-letter MAXLEN (~; 0 = none)
+-- ARGV[4] "1" to XDEL each acked input entry
+-- ARGV[5] number of entries N, then per entry:
+--   entry id, n_out, n_out output field/value args, n_dead, n_dead dead-letter args
+--   (n_dead = 0: no dead letter)
+-- Returns one integer per entry: 1 = acked and emitted here, 0 = it was no
+-- longer pending (another consumer, or an earlier attempt of this commit, already
+-- acked it), so nothing was written.
+
+local group = ARGV[1]
+local out_maxlen = tonumber(ARGV[2])
+local dead_maxlen = tonumber(ARGV[3])
+local delete_processed = ARGV[4] == '1'
+local n = tonumber(ARGV[5])
+
+local function xadd(key, maxlen, first, count)
+  local args = {'XADD', key}
+  if maxlen > 0 then
+    args[#args + 1] = 'MAXLEN'
+    args[#args + 1] = '~'
+    args[#args + 1] = maxlen
+  end
+  args[#args + 1] = '*'
+  for j = first, first + count - 1 do
+    args[#args + 1] = ARGV[j]
+  end
+  redis.call(unpack(args))
+end
+
+local results = {}
+local i = 6
+for e = 1, n do
+  local id = ARGV[i]
+  local n_out = tonumber(ARGV[i + 1])
+  local out_first = i + 2
+  local n_dead = tonumber(ARGV[out_first + n_out])
+  local dead_first = out_first + n_out + 1
+  i = dead_first + n_dead
+
+  -- The guard: XACK returns 1 only for the call that removes the entry from the
+  -- group's pending list, which happens once per entry for the group's lifetime.
+  if redis.call('XACK', KEYS[1], group, id) == 1 then
+    xadd(KEYS[2], out_maxlen, out_first, n_out)
+    if n_dead > 0 then
+      xadd(KEYS[3], dead_maxlen, dead_first, n_dead)
+    end
+    if delete_processed then
+      redis.call('XDEL', KEYS[1], id)
+    end
+    results[e] = 1
+  else
+    results[e] = 0
+  end
+end
+return results

@@ -1,0 +1,18 @@
+//! The embedded index against the shared conformance suite.
+
+#[macro_use]
+mod conformance;
+
+use simdedup::index::EmbeddedIndex;
+
+macro_rules! run {
+    ($case:ident) => {
+        #[tokio::test]
+        async fn $case() {
+            let idx = EmbeddedIndex::new(conformance::config());
+            conformance::$case(&idx).await;
+        }
+    };
+}
+
+conformance_cases!(run);

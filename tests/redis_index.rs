@@ -1,0 +1,405 @@
+//! The Redis index: the shared conformance suite, plus what only Redis has (TTLs,
+//! concurrency across connections, Redis Cluster, the eviction-policy guard).
+//! Every test starts its own `redis-server` (tests/support); none uses 6379.
+
+#[macro_use]
+mod conformance;
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use conformance::{config, entry, fp, sketch, S};
+use simdedup::index::{Index, IndexError, RedisIndex, RedisIndexOptions, Verdict};
+use support::{RedisCluster, RedisServer};
+
+async fn connect(url: &str, ns: &str) -> RedisIndex {
+    RedisIndex::connect(url, ns, config(), RedisIndexOptions::default())
+        .await
+        .expect("connect to the test redis-server")
+}
+
+macro_rules! run {
+    ($case:ident) => {
+        #[tokio::test]
+        async fn $case() {
+            let server = RedisServer::start();
+            let idx = connect(&server.url(), "conf").await;
+            conformance::$case(&idx).await;
+        }
+    };
+}
+
+conformance_cases!(run);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn keys_of(conn: &mut redis::Connection, ns: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("simdedup:{{{ns}}}:*"))
+        .query(conn)
+        .unwrap();
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn every_key_carries_a_ttl_within_window_plus_bucket() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "ttl").await;
+    let t = now_ms();
+    for g in 0..20u64 {
+        let base = S.rotate_left(g as u32 * 3) ^ g;
+        for k in 0..3u64 {
+            let e = entry(
+                &format!("g{g}-{k}"),
+                t - (g as i64) * 3_600_000,
+                fp(base ^ (1 << k), g * 10 + k, &sketch(g, 12)),
+            );
+            idx.check_and_insert(&e).await.unwrap();
+        }
+    }
+    assert!(idx.delete("g3-0").await.unwrap());
+    let mut conn = server.connection();
+    let keys = keys_of(&mut conn, "ttl");
+    let families: BTreeSet<&str> = keys
+        .iter()
+        .map(|k| {
+            k.trim_start_matches("simdedup:{ttl}:")
+                .split(':')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        families,
+        ["b", "buckets", "c", "d", "f", "i", "m", "n", "s"]
+            .into_iter()
+            .collect()
+    );
+    let limit = (idx.bucket_ms() + conformance::WINDOW) / 1000;
+    for key in &keys {
+        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut conn).unwrap();
+        assert!(
+            ttl > 0 && ttl <= limit,
+            "{key} has TTL {ttl}, limit {limit}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn articles_past_their_retention_are_decided_but_not_stored() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "old").await;
+    let old = now_ms() - 4 * 24 * 3_600_000;
+    let out = idx
+        .check_and_insert(&entry("old", old, fp(S, 1, &[])))
+        .await
+        .unwrap();
+    assert_eq!((out.verdict, out.replayed), (Verdict::Unique, false));
+    assert_eq!(idx.get("old").await.unwrap(), None);
+    assert_eq!(
+        keys_of(&mut server.connection(), "old"),
+        Vec::<String>::new()
+    );
+}
+
+/// The walkthrough in docs/redis-keys.md relies on these names and values.
+#[tokio::test]
+async fn key_layout_is_the_documented_one() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "news").await;
+    let t = now_ms();
+    let a = entry(
+        "article-1",
+        t,
+        fp(0x0123_4567_89ab_cdef, 0xfeed, &[0xaaaa_bbbb_cccc_dddd]),
+    );
+    idx.check_and_insert(&a).await.unwrap();
+    let b = entry("article-2", t, fp(0x0123_4567_89ab_cdee, 0xbeef, &[]));
+    idx.check_and_insert(&b).await.unwrap();
+    let (label, h1) = idx.locate("article-1").await.unwrap().unwrap();
+    let (label2, h2) = idx.locate("article-2").await.unwrap().unwrap();
+    assert_eq!((label2.as_str(), h1, h2), (label.as_str(), 1, 2));
+    assert_eq!(label, simdedup::keys::bucket_label(idx.bucket_start(t)));
+    let k = idx.keys();
+    let mut c = server.connection();
+    let q = |c: &mut redis::Connection, cmd: &[&str]| -> redis::Value {
+        let mut r = redis::cmd(cmd[0]);
+        for a in &cmd[1..] {
+            r.arg(*a);
+        }
+        r.query(c).unwrap()
+    };
+    let s = |v: redis::Value| -> String { redis::from_redis_value(v).unwrap() };
+    assert_eq!(
+        s(q(&mut c, &["HGET", &k.ids(&label), "article-1"])),
+        "0123456789abcdef:1"
+    );
+    let members: Vec<u64> =
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 0, 0x0123)])).unwrap();
+    assert_eq!(members, vec![1, 2]);
+    let members: Vec<u64> =
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 3, 0xcdef)])).unwrap();
+    assert_eq!(members, vec![1]);
+    let (ck, cf) = k.content(&label, 0xfeed);
+    assert_eq!(s(q(&mut c, &["HGET", &ck, &cf])), "1");
+    let (sk, sf) = k.sentence(&label, 0xaaaa_bbbb_cccc_dddd);
+    assert_eq!(s(q(&mut c, &["HGET", &sk, &sf])), "1");
+    assert_eq!(
+        s(q(&mut c, &["HGET", &k.metas(&label, 1), "1"])),
+        "u|article-1"
+    );
+    assert_eq!(
+        s(q(&mut c, &["HGET", &k.metas(&label, 2), "2"])),
+        "d|1|simhash|9|9|article-1article-1article-2"
+    );
+    assert_eq!(
+        s(q(&mut c, &["HGET", &k.links(&label, 1), "1"])),
+        format!("{label}:2")
+    );
+    assert_eq!(s(q(&mut c, &["GET", &k.counter(&label)])), "2");
+    let packed: Vec<u8> =
+        redis::from_redis_value(q(&mut c, &["HGET", &k.fingerprints(&label, 1), "1"])).unwrap();
+    let (back, ts) =
+        simdedup::index::redis::decode_fingerprint(&packed, idx.bucket_start(t)).unwrap();
+    assert_eq!((back, ts), (a.fingerprint.clone(), t));
+    let buckets: Vec<String> =
+        redis::from_redis_value(q(&mut c, &["ZRANGE", &k.buckets(), "0", "-1"])).unwrap();
+    assert_eq!(buckets, vec![label]);
+}
+
+/// Groups of near-duplicates (every pair of a group matches, by exact, SimHash
+/// or sentence signal), all copies checked at once from several connections.
+/// However they interleave, each group keeps exactly one article.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_near_duplicates_keep_exactly_one_per_group() {
+    let server = RedisServer::start();
+    let mut indexes = Vec::new();
+    for _ in 0..4 {
+        indexes.push(connect(&server.url(), "race").await);
+    }
+    let t = now_ms();
+    let mut seed = 0x1234_5678_u64;
+    let mut next = move || {
+        // splitmix64
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    const GROUPS: u64 = 25;
+    const COPIES: u64 = 6;
+    for round in 0..3u64 {
+        let mut tasks = Vec::new();
+        let mut order: Vec<(u64, u64)> = (0..GROUPS)
+            .flat_map(|g| (0..COPIES).map(move |k| (g, k)))
+            .collect();
+        // Shuffle so copies of a group are spread over connections and time.
+        for i in (1..order.len()).rev() {
+            order.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        let bases: Vec<u64> = (0..GROUPS).map(|_| next()).collect();
+        for (n, (g, k)) in order.into_iter().enumerate() {
+            let base = bases[g as usize];
+            let simhash = match k {
+                // 12 bits away from the others' base: found only through the sketch.
+                5 => base ^ 0x0007_0007_0007_0007,
+                k => base ^ (1 << (k * 9)),
+            };
+            // Copies 0-2 are byte-identical in content.
+            let content = if k < 3 { g + round * 1000 } else { next() };
+            let e = entry(
+                &format!("r{round}-g{g}-c{k}"),
+                t + (next() % 1000) as i64,
+                fp(simhash, content, &sketch(round * 1000 + g + 1, 12)),
+            );
+            let idx = indexes[n % indexes.len()].clone();
+            tasks.push(tokio::spawn(async move {
+                let out = idx.check_and_insert(&e).await;
+                (g, e.id, out)
+            }));
+        }
+        let mut uniques: HashMap<u64, Vec<String>> = HashMap::new();
+        let mut dups: Vec<(u64, String)> = Vec::new();
+        for task in tasks {
+            let (g, id, out) = task.await.unwrap();
+            let out = out.unwrap_or_else(|e| panic!("{id}: {e}"));
+            assert!(!out.replayed, "{id} replayed");
+            match out.verdict {
+                Verdict::Unique => uniques.entry(g).or_default().push(id),
+                Verdict::Duplicate(d) => dups.push((g, d.dup_of)),
+            }
+        }
+        for g in 0..GROUPS {
+            let kept = uniques.get(&g).cloned().unwrap_or_default();
+            assert_eq!(kept.len(), 1, "round {round}, group {g} kept {kept:?}");
+        }
+        for (g, root) in dups {
+            assert_eq!(uniques[&g][0], root, "round {round}, group {g}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_copies_of_one_id_insert_it_once() {
+    let server = RedisServer::start();
+    let mut indexes = Vec::new();
+    for _ in 0..3 {
+        indexes.push(connect(&server.url(), "sameid").await);
+    }
+    let t = now_ms();
+    for round in 0..5 {
+        let e = entry(
+            &format!("same-{round}"),
+            t,
+            fp(S ^ round, round, &sketch(round, 12)),
+        );
+        let tasks: Vec<_> = (0..12)
+            .map(|i| {
+                let idx = indexes[i % 3].clone();
+                let e = e.clone();
+                tokio::spawn(async move { idx.check_and_insert(&e).await.unwrap() })
+            })
+            .collect();
+        let mut fresh = 0;
+        let mut verdicts = Vec::new();
+        for task in tasks {
+            let out = task.await.unwrap();
+            fresh += usize::from(!out.replayed);
+            verdicts.push(out.verdict);
+        }
+        // Replays return the stored verdict: all copies agree.
+        assert!(verdicts.iter().all(|v| *v == verdicts[0]), "{verdicts:?}");
+        assert_eq!(verdicts[0].is_duplicate(), round > 0);
+        assert_eq!(fresh, 1, "round {round}");
+    }
+    // One stored article per id.
+    let mut conn = server.connection();
+    let label = idx_label(&indexes[0], t);
+    let n: u64 = redis::cmd("HLEN")
+        .arg(indexes[0].keys().ids(&label))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(n, 5);
+}
+
+fn idx_label(idx: &RedisIndex, t: i64) -> String {
+    simdedup::keys::bucket_label(idx.bucket_start(t))
+}
+
+#[tokio::test]
+async fn refuses_allkeys_eviction_unless_allowed() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let err = RedisIndex::connect(&server.url(), "m", config(), RedisIndexOptions::default())
+        .await
+        .unwrap_err();
+    match &err {
+        IndexError::Config(msg) => assert!(msg.contains("allkeys-lru"), "{msg}"),
+        other => panic!("expected a Config error, got {other:?}"),
+    }
+    let allowed = RedisIndexOptions {
+        allow_eviction: true,
+        ..Default::default()
+    };
+    let idx = RedisIndex::connect(&server.url(), "m", config(), allowed)
+        .await
+        .unwrap();
+    assert!(idx
+        .check_and_insert(&entry("a", now_ms(), fp(S, 1, &[])))
+        .await
+        .is_ok());
+
+    let volatile = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
+    assert!(
+        RedisIndex::connect(&volatile.url(), "m", config(), RedisIndexOptions::default())
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn works_when_config_get_is_disabled() {
+    // Managed Redis often hides CONFIG; the check must then warn, not fail.
+    let server = RedisServer::start_with(&["--rename-command", "CONFIG", "\"\""]);
+    let mut c = server.connection();
+    assert!(redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query::<redis::Value>(&mut c)
+        .is_err());
+    let idx = connect(&server.url(), "noconf").await;
+    assert!(idx
+        .check_and_insert(&entry("a", now_ms(), fp(S, 1, &[])))
+        .await
+        .is_ok());
+}
+
+/// A real 3-master cluster: the whole conformance suite passes on it, and
+/// namespaces whose hash tags map to different nodes are stored on those nodes.
+#[tokio::test]
+async fn three_master_cluster() {
+    let cluster = RedisCluster::start(3);
+    // One namespace per node.
+    let mut chosen: Vec<(String, u16)> = Vec::new();
+    for i in 0..200 {
+        let ns = format!("ns{i}");
+        let port = cluster.node_for(&format!("simdedup:{{{ns}}}:buckets")).port;
+        if chosen.iter().all(|(_, p)| *p != port) {
+            chosen.push((ns, port));
+        }
+        if chosen.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(chosen.len(), 3);
+    let t = now_ms();
+    for (ns, _) in &chosen {
+        let idx = connect(&cluster.url(), ns).await;
+        assert!(format!("{idx:?}").contains("cluster: true"));
+        idx.check_and_insert(&entry("a", t, fp(S, 1, &sketch(1, 12))))
+            .await
+            .unwrap();
+        let out = idx
+            .check_and_insert(&entry("b", t, fp(S ^ 1, 2, &[])))
+            .await
+            .unwrap();
+        assert_eq!(out.verdict.duplicate().unwrap().dup_of, "a");
+        assert!(
+            idx.check_and_insert(&entry("b", t, fp(S, 1, &[])))
+                .await
+                .unwrap()
+                .replayed
+        );
+        assert_eq!(
+            idx.cluster("a").await.unwrap().unwrap().duplicates,
+            vec!["b"]
+        );
+    }
+    for node in &cluster.nodes {
+        let mut c = node.connection();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("simdedup:*").query(&mut c).unwrap();
+        let (ns, _) = chosen.iter().find(|(_, p)| *p == node.port).unwrap();
+        assert!(!keys.is_empty(), "node {} holds nothing", node.port);
+        let tag = format!("{{{ns}}}");
+        assert!(
+            keys.iter().all(|k| k.contains(&tag)),
+            "node {} holds {keys:?}",
+            node.port
+        );
+    }
+    // The behavioural suite, each case in a namespace of its own.
+    macro_rules! on_cluster {
+        ($case:ident) => {
+            let idx = connect(&cluster.url(), concat!("c-", stringify!($case))).await;
+            conformance::$case(&idx).await;
+        };
+    }
+    conformance_cases!(on_cluster);
+}

@@ -1,0 +1,143 @@
+//! Helpers shared by the worker tests: test settings, stream readers, texts.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+use simdedup::keys::Keys;
+use simdedup::worker::WorkerConfig;
+
+/// Fast timings so crash recovery happens within a test's patience.
+pub fn fast_config() -> WorkerConfig {
+    WorkerConfig {
+        batch_size: 16,
+        max_in_flight: 64,
+        block_ms: 100,
+        claim_min_idle_ms: 800,
+        claim_interval_ms: 100,
+        command_timeout_ms: 2_000,
+        backoff_max_ms: 200,
+        shutdown_timeout_ms: 20_000,
+        http_addr: String::new(),
+        ..WorkerConfig::default()
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Every entry of `stream`: (entry id, fields).
+pub fn read_stream(
+    conn: &mut redis::Connection,
+    stream: &str,
+) -> Vec<(String, HashMap<String, String>)> {
+    let reply: Value = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query(conn)
+        .unwrap();
+    let Value::Array(entries) = reply else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .map(|e| {
+            let Value::Array(pair) = e else {
+                panic!("entry {e:?}")
+            };
+            let id = text(&pair[0]);
+            let mut map = HashMap::new();
+            if let Value::Array(kv) = &pair[1] {
+                for c in kv.chunks(2) {
+                    map.insert(text(&c[0]), text(&c[1]));
+                }
+            }
+            (id, map)
+        })
+        .collect()
+}
+
+pub fn xlen(conn: &mut redis::Connection, stream: &str) -> usize {
+    redis::cmd("XLEN").arg(stream).query(conn).unwrap()
+}
+
+/// Pending entries of the group (all consumers).
+pub fn pending(conn: &mut redis::Connection, keys: &Keys, group: &str) -> i64 {
+    let reply: Value = redis::cmd("XPENDING")
+        .arg(keys.input_stream())
+        .arg(group)
+        .query(conn)
+        .unwrap();
+    match reply {
+        Value::Array(parts) => match &parts[0] {
+            Value::Int(n) => *n,
+            other => text(other).parse().unwrap(),
+        },
+        other => panic!("XPENDING: {other:?}"),
+    }
+}
+
+/// Wait (an upper bound against hangs, not a timing assertion) until `cond` holds.
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "gave up waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A deterministic word generator, so each group gets its own vocabulary.
+fn words(seed: u64, n: usize) -> Vec<String> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            let mut w = String::new();
+            for _ in 0..(4 + (x >> 60) as usize % 5) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                w.push((b'a' + ((x >> 33) % 26) as u8) as char);
+            }
+            w
+        })
+        .collect()
+}
+
+/// Group `g`'s article, variant `v`: five sentences of the group's own words;
+/// variants differ in one sentence, so they are near-duplicates of each other
+/// and of nothing in other groups.
+pub fn article_text(g: u64, v: u64) -> String {
+    let vocab = words(g * 7919 + 1, 60);
+    let mut sentences: Vec<String> = (0..5)
+        .map(|s| vocab[s * 12..s * 12 + 12].join(" ") + ".")
+        .collect();
+    if v > 0 {
+        // Two words of the last sentence changed: a light rewrite.
+        let mut last: Vec<String> = vocab[48..60].to_vec();
+        let fresh = words(g * 104_729 + v, 2);
+        last[v as usize % 12] = fresh[0].clone();
+        last[(v as usize + 5) % 12] = fresh[1].clone();
+        sentences[4] = last.join(" ") + ".";
+    }
+    sentences.join(" ")
+}
+
+/// XADD an entry with the given fields; returns its id.
+pub fn xadd(conn: &mut redis::Connection, keys: &Keys, fields: &[(&str, &[u8])]) -> String {
+    let mut cmd = redis::cmd("XADD");
+    cmd.arg(keys.input_stream()).arg("*");
+    for (k, v) in fields {
+        cmd.arg(*k).arg(*v);
+    }
+    cmd.query(conn).unwrap()
+}

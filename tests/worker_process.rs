@@ -1,0 +1,310 @@
+//! The `simdedup worker` binary: SIGKILL one worker mid-stream, the other
+//! finishes its entries; SIGTERM stops a worker with exit status 0; /metrics,
+//! /healthz and /readyz answer.
+//!
+//! Each process uses `--index embedded` (its own index), so verdicts across
+//! processes are not what is checked here: the stream protocol is (every input
+//! exactly one output, nothing pending, nothing lost).
+
+mod support;
+mod worker_common;
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use simdedup::keys::Keys;
+use support::{free_port, RedisServer};
+use worker_common::*;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn spawn_worker(server: &RedisServer, ns: &str, consumer: &str, http_port: u16) -> Child {
+    spawn_worker_with(server, ns, consumer, http_port, "embedded")
+}
+
+fn spawn_worker_with(
+    server: &RedisServer,
+    ns: &str,
+    consumer: &str,
+    http_port: u16,
+    index: &str,
+) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args([
+            "worker",
+            "--redis-url",
+            &server.url(),
+            "--namespace",
+            ns,
+            "--index",
+            index,
+            "--consumer",
+            consumer,
+            "--http-addr",
+            &format!("127.0.0.1:{http_port}"),
+            "--batch-size",
+            "32",
+            "--max-in-flight",
+            "128",
+            "--claim-min-idle-ms",
+            "1000",
+            "--claim-interval-ms",
+            "200",
+            "--block-ms",
+            "200",
+        ])
+        .env_remove("SIMDEDUP_CONFIG")
+        .env("SIMDEDUP_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn simdedup worker")
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    let status = body.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body))
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+fn consumer_pending(conn: &mut redis::Connection, keys: &Keys, consumer: &str) -> i64 {
+    let reply: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(keys.input_stream())
+        .arg("simdedup")
+        .arg("-")
+        .arg("+")
+        .arg(10_000)
+        .arg(consumer)
+        .query(conn)
+        .unwrap();
+    reply.len() as i64
+}
+
+#[test]
+fn sigkill_mid_stream_loses_nothing_and_duplicates_nothing() {
+    let server = RedisServer::start();
+    let keys = Keys::new("crash");
+    let mut conn = server.connection();
+    let total = 1500usize;
+    let mut pipe = redis::pipe();
+    for i in 0..total {
+        pipe.cmd("XADD")
+            .arg(keys.input_stream())
+            .arg("*")
+            .arg("id")
+            .arg(format!("c{i}"))
+            .arg("text")
+            .arg(article_text(i as u64, 0))
+            .ignore();
+    }
+    pipe.query::<()>(&mut conn).unwrap();
+    let (port_a, port_b) = (free_port(), free_port());
+    let mut a = spawn_worker(&server, "crash", "a", port_a);
+    let mut b = spawn_worker(&server, "crash", "b", port_b);
+    // Kill `a` while it holds entries: outputs are flowing and `a` has pending ones.
+    wait_until("a is mid-stream", LIMIT, || {
+        let n = xlen(&mut conn, &keys.output_stream());
+        n >= 100 && consumer_pending(&mut conn, &keys, "a") > 0
+    });
+    signal(&a, "-KILL");
+    a.wait().unwrap();
+    let orphaned = consumer_pending(&mut conn, &keys, "a");
+    wait_until("all outputs", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= total
+            && pending(&mut conn, &keys, "simdedup") == 0
+    });
+    // `b` claimed what `a` left behind, and says so on /metrics.
+    let (status, metrics) = http_get(port_b, "/metrics").expect("GET /metrics");
+    assert_eq!(status, 200);
+    let claimed: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("simdedup_claimed_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("simdedup_claimed_total");
+    if orphaned > 0 {
+        assert!(claimed > 0, "b claimed a's {orphaned} orphans: {claimed}");
+    }
+    assert_eq!(http_get(port_b, "/healthz").unwrap().0, 200);
+    assert_eq!(http_get(port_b, "/readyz").unwrap().0, 200);
+    signal(&b, "-TERM");
+    let status = b.wait().unwrap();
+    assert!(status.success(), "SIGTERM exits 0: {status:?}");
+
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(outputs.len(), total, "exactly one output per input");
+    let sources: HashSet<_> = outputs.iter().map(|(_, f)| f["source"].clone()).collect();
+    assert_eq!(sources.len(), total);
+    let inputs: HashSet<_> = read_stream(&mut conn, &keys.input_stream())
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(sources, inputs);
+    assert_eq!(pending(&mut conn, &keys, "simdedup"), 0);
+}
+
+#[test]
+fn sigterm_while_idle_or_busy_exits_zero_with_nothing_pending() {
+    let server = RedisServer::start();
+    let keys = Keys::new("term");
+    let mut conn = server.connection();
+    let port = free_port();
+    let mut w = spawn_worker(&server, "term", "t", port);
+    wait_until("ready", LIMIT, || {
+        http_get(port, "/readyz").map(|r| r.0) == Some(200)
+    });
+    for i in 0..300u64 {
+        let text = article_text(i, 0);
+        xadd(
+            &mut conn,
+            &keys,
+            &[
+                ("id", format!("t{i}").as_bytes()),
+                ("text", text.as_bytes()),
+            ],
+        );
+    }
+    wait_until("first outputs", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) > 0
+    });
+    signal(&w, "-TERM");
+    let status = w.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+    assert_eq!(
+        pending(&mut conn, &keys, "simdedup"),
+        0,
+        "in-flight entries were acked"
+    );
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    let sources: HashSet<_> = outputs.iter().map(|(_, f)| f["source"].clone()).collect();
+    assert_eq!(sources.len(), outputs.len());
+}
+
+fn simdedup(server: &RedisServer, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args(args)
+        .args(["--redis-url", &server.url()])
+        .env_remove("SIMDEDUP_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn worker_processes_race_on_the_redis_index() {
+    let server = RedisServer::start();
+    let keys = Keys::new("shared");
+    let mut conn = server.connection();
+    let (groups, copies) = (40u64, 4u64);
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("in.jsonl");
+    let mut lines = String::new();
+    for v in 0..copies {
+        for g in 0..groups {
+            let line = serde_json::json!({"id": format!("g{g}-v{v}"), "text": article_text(g, v)});
+            lines.push_str(&line.to_string());
+            lines.push('\n');
+        }
+    }
+    lines.push_str("not json\n");
+    std::fs::write(&jsonl, lines).unwrap();
+    let total = (groups * copies) as usize;
+    // Both workers start before the articles arrive, so they really race.
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = spawn_worker_with(&server, "shared", "a", pa, "redis");
+    let mut b = spawn_worker_with(&server, "shared", "b", pb, "redis");
+    wait_until("both ready", LIMIT, || {
+        http_get(pa, "/readyz").map(|r| r.0) == Some(200)
+            && http_get(pb, "/readyz").map(|r| r.0) == Some(200)
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args([
+            "produce",
+            jsonl.to_str().unwrap(),
+            "--namespace",
+            "shared",
+            "--pipeline",
+            "7",
+        ])
+        .args(["--redis-url", &server.url()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 lines skipped"));
+    wait_until("all outputs", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= total
+    });
+    signal(&a, "-TERM");
+    signal(&b, "-TERM");
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(outputs.len(), total);
+    let mut unique = std::collections::HashMap::<String, u32>::new();
+    for (_, f) in &outputs {
+        let group = f["id"].split('-').next().unwrap().to_owned();
+        if f["verdict"] == "unique" {
+            *unique.entry(group).or_default() += 1;
+        } else {
+            assert_eq!(f["verdict"], "duplicate", "{f:?}");
+            assert_eq!(f["dup_of"].split('-').next().unwrap(), group, "{f:?}");
+        }
+    }
+    assert_eq!(unique.len(), groups as usize, "{unique:?}");
+    assert!(
+        unique.values().all(|&n| n == 1),
+        "one unique per group: {unique:?}"
+    );
+    assert_eq!(pending(&mut conn, &keys, "simdedup"), 0);
+
+    // The tools see the same state.
+    let stats = simdedup(&server, &["stats", "--namespace", "shared"]);
+    assert_eq!(stats["output_length"], total as u64);
+    assert_eq!(stats["group"]["pending"], 0);
+    let indexed: i64 = stats["index_buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["articles"].as_i64().unwrap())
+        .sum();
+    assert_eq!(indexed, total as i64);
+    let kept = outputs
+        .iter()
+        .find(|(_, f)| f["id"] == "g5-v2")
+        .map(|(_, f)| f.clone())
+        .unwrap();
+    let inspected = simdedup(&server, &["inspect", "g5-v2", "--namespace", "shared"]);
+    assert_eq!(inspected["stored"]["id"], "g5-v2");
+    assert_eq!(inspected["simhash"], kept["simhash"].as_str());
+    let cluster = &inspected["cluster"];
+    let root = cluster["root"].as_str().unwrap();
+    assert!(root.starts_with("g5-"), "{cluster}");
+    assert_eq!(
+        cluster["duplicates"].as_array().unwrap().len(),
+        copies as usize - 1
+    );
+}

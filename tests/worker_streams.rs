@@ -1,0 +1,494 @@
+//! The stream worker in-process, against a private redis-server: racing
+//! workers, bad input, ops, lost connections, graceful shutdown.
+//!
+//! The index is the embedded one shared by `Arc` (the workers of one process
+//! share it); what is under test here is the stream protocol: exactly one
+//! output per input entry, nothing left pending, nothing lost.
+
+mod support;
+mod worker_common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use simdedup::decision::DecisionConfig;
+use simdedup::fingerprint::Fingerprinter;
+use simdedup::index::EmbeddedIndex;
+use simdedup::keys::Keys;
+use simdedup::settings::Settings;
+use simdedup::worker::shutdown::ShutdownTrigger;
+use simdedup::worker::{RunSummary, Worker, WorkerConfig};
+use support::RedisServer;
+use worker_common::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn fingerprinter() -> Fingerprinter {
+    Settings::default().fingerprinter().unwrap()
+}
+
+type Handle = tokio::task::JoinHandle<RunSummary>;
+
+fn spawn_worker(
+    server: &RedisServer,
+    ns: &str,
+    index: Arc<EmbeddedIndex>,
+    fp: &Fingerprinter,
+    config: WorkerConfig,
+    trigger: &ShutdownTrigger,
+    max_text_bytes: usize,
+) -> (Handle, Arc<simdedup::worker::metrics::Metrics>) {
+    let client = redis::Client::open(server.url()).unwrap();
+    let worker = Worker::new(client, ns, index, fp.clone(), config, max_text_bytes).unwrap();
+    let metrics = worker.metrics();
+    let shutdown = trigger.subscribe();
+    (
+        tokio::spawn(async move { worker.run(shutdown).await.unwrap() }),
+        metrics,
+    )
+}
+
+/// Wait in a blocking thread so the workers keep the runtime.
+async fn wait_for_outputs(server: &RedisServer, keys: &Keys, n: usize) {
+    let url = server.url();
+    let out = keys.output_stream();
+    tokio::task::spawn_blocking(move || {
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        wait_until(&format!("{n} outputs"), LIMIT, || {
+            xlen(&mut conn, &out) >= n
+        });
+    })
+    .await
+    .unwrap();
+}
+
+/// Each source at most once, and every input entry has an output.
+fn assert_exactly_once(
+    conn: &mut redis::Connection,
+    keys: &Keys,
+    group: &str,
+) -> Vec<HashMap<String, String>> {
+    let inputs: HashSet<String> = read_stream(conn, &keys.input_stream())
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let outputs = read_stream(conn, &keys.output_stream());
+    let mut seen = HashSet::new();
+    for (_, f) in &outputs {
+        let source = f["source"].clone();
+        assert!(
+            seen.insert(source.clone()),
+            "two outputs for input entry {source}"
+        );
+        assert!(
+            inputs.contains(&source),
+            "output for unknown source {source}"
+        );
+    }
+    assert_eq!(seen, inputs, "every input entry has an output");
+    assert_eq!(pending(conn, keys, group), 0, "nothing left pending");
+    outputs.into_iter().map(|(_, f)| f).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_workers_keep_exactly_one_per_group() {
+    let server = RedisServer::start();
+    let keys = Keys::new("race");
+    let mut conn = server.connection();
+    // Half the articles exist before any worker (the group starts at 0)...
+    let (groups, copies) = (12u64, 5u64);
+    let mut all = Vec::new();
+    for v in 0..copies {
+        for g in 0..groups {
+            all.push((format!("g{g}-v{v}"), article_text(g, v)));
+        }
+    }
+    let (before, after) = all.split_at(all.len() / 2);
+    for (id, text) in before {
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id.as_bytes()), ("text", text.as_bytes())],
+        );
+    }
+    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+    let fp = fingerprinter();
+    let (trigger, _) = ShutdownTrigger::new();
+    let handles: Vec<_> = (0..3)
+        .map(|i| {
+            let config = WorkerConfig {
+                consumer: format!("w{i}"),
+                batch_size: 4,
+                ..fast_config()
+            };
+            spawn_worker(
+                &server,
+                "race",
+                index.clone(),
+                &fp,
+                config,
+                &trigger,
+                1 << 20,
+            )
+            .0
+        })
+        .collect();
+    // ...and half arrive while they run.
+    for (id, text) in after {
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id.as_bytes()), ("text", text.as_bytes())],
+        );
+    }
+    wait_for_outputs(&server, &keys, all.len()).await;
+    trigger.fire();
+    let mut emitted = 0;
+    for h in handles {
+        emitted += h.await.unwrap().emitted;
+    }
+    assert_eq!(emitted, all.len() as u64);
+    let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
+    let mut unique_per_group: HashMap<String, usize> = HashMap::new();
+    for f in &outputs {
+        let group = f["id"].split('-').next().unwrap().to_owned();
+        let count = unique_per_group.entry(group.clone()).or_default();
+        match f["verdict"].as_str() {
+            "unique" => *count += 1,
+            "duplicate" => {
+                assert_eq!(f["dup_of"].split('-').next().unwrap(), group, "{f:?}");
+                assert!(f.contains_key("signal") && f.contains_key("distance"));
+            }
+            other => panic!("unexpected verdict {other}: {f:?}"),
+        }
+        assert_eq!(f["simhash"].len(), 16);
+    }
+    assert_eq!(unique_per_group.len(), groups as usize);
+    assert!(
+        unique_per_group.values().all(|&n| n == 1),
+        "exactly one unique per group: {unique_per_group:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
+    let server = RedisServer::start();
+    let keys = Keys::new("bad");
+    let mut conn = server.connection();
+    let good = article_text(1, 0);
+    let big = "word ".repeat(300);
+    type Fields<'a> = Vec<(&'a str, &'a [u8])>;
+    let cases: Vec<(Fields, &str)> = vec![
+        (vec![("text", good.as_bytes())], "missing_field"),
+        (vec![("id", b"no-text")], "missing_field"),
+        (
+            vec![("id", b"utf8"), ("text", b"caf\xc3 \xff bad")],
+            "invalid_utf8",
+        ),
+        (
+            vec![("id", b"big"), ("text", big.as_bytes())],
+            "text_too_large",
+        ),
+        (
+            vec![("id", b"op"), ("text", good.as_bytes()), ("op", b"upsert")],
+            "unknown_op",
+        ),
+        (
+            vec![
+                ("id", b"ts"),
+                ("text", good.as_bytes()),
+                ("ts", b"yesterday"),
+            ],
+            "bad_timestamp",
+        ),
+        (
+            vec![("id", b"empty"), ("text", b"<p> ... </p>")],
+            "no_content",
+        ),
+    ];
+    let mut expected = HashMap::new();
+    for (fields, code) in &cases {
+        expected.insert(xadd(&mut conn, &keys, fields), *code);
+    }
+    // Ops: the good article, a query of a copy (not recorded), deletes.
+    let kept = xadd(
+        &mut conn,
+        &keys,
+        &[
+            ("id", b"a1"),
+            ("text", good.as_bytes()),
+            ("ts", b"1700000000000"),
+        ],
+    );
+    let fp = fingerprinter();
+    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+    let (trigger, _) = ShutdownTrigger::new();
+    let (handle, metrics) = spawn_worker(
+        &server,
+        "bad",
+        index.clone(),
+        &fp,
+        fast_config(),
+        &trigger,
+        1000,
+    );
+    wait_for_outputs(&server, &keys, cases.len() + 1).await;
+    // A query of a copy once a1 is in (same event time: inside the window).
+    let query = xadd(
+        &mut conn,
+        &keys,
+        &[
+            ("id", b"q1"),
+            ("text", good.as_bytes()),
+            ("op", b"query"),
+            ("ts", b"1700000001000"),
+        ],
+    );
+    wait_for_outputs(&server, &keys, cases.len() + 2).await;
+    // Deletes after the check is committed: in stream order they would race it.
+    let del = xadd(&mut conn, &keys, &[("id", b"a1"), ("op", b"delete")]);
+    wait_for_outputs(&server, &keys, cases.len() + 3).await;
+    let del_again = xadd(&mut conn, &keys, &[("id", b"a1"), ("op", b"delete")]);
+    wait_for_outputs(&server, &keys, cases.len() + 4).await;
+    trigger.fire();
+    handle.await.unwrap();
+
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    let by_source: HashMap<String, HashMap<String, String>> = outputs
+        .into_iter()
+        .map(|(_, f)| (f["source"].clone(), f))
+        .collect();
+    for (source, code) in &expected {
+        let f = &by_source[source];
+        assert_eq!(f["verdict"], "rejected", "{f:?}");
+        assert_eq!(f["code"], *code, "{f:?}");
+        assert!(!f["reason"].is_empty());
+    }
+    assert_eq!(
+        by_source[&expected_key(&expected, "invalid_utf8")]["id"],
+        "utf8"
+    );
+    assert_eq!(by_source[&kept]["verdict"], "unique");
+    assert_eq!(by_source[&query]["verdict"], "duplicate", "{by_source:?}");
+    assert_eq!(by_source[&query]["dup_of"], "a1");
+    assert_eq!(by_source[&query]["op"], "query");
+    assert_eq!(by_source[&del]["verdict"], "deleted");
+    assert_eq!(by_source[&del_again]["verdict"], "not_found");
+    assert!(
+        index.is_empty(),
+        "the query recorded nothing, the delete removed a1"
+    );
+
+    // One dead letter per bad input, with the original fields and the reason.
+    let dead = read_stream(&mut conn, &keys.dead_stream());
+    assert_eq!(dead.len(), expected.len());
+    for (_, f) in &dead {
+        let code = expected[&f["source"]];
+        assert_eq!(f["code"], code);
+        assert_eq!(f["deliveries"], "1");
+        assert!(f.contains_key("reason"));
+    }
+    let utf8 = dead
+        .iter()
+        .find(|(_, f)| f.get("id").map(String::as_str) == Some("utf8"))
+        .unwrap();
+    assert!(utf8.1.contains_key("text"), "original fields kept");
+    assert_eq!(
+        metrics
+            .dead_letters
+            .load(std::sync::atomic::Ordering::Relaxed),
+        expected.len() as u64
+    );
+    let text = metrics.render();
+    assert!(
+        text.contains("simdedup_rejected_total{reason=\"unknown_op\"} 1"),
+        "{text}"
+    );
+    assert_exactly_once(&mut conn, &keys, "simdedup");
+}
+
+fn expected_key(expected: &HashMap<String, &str>, code: &str) -> String {
+    expected
+        .iter()
+        .find(|(_, c)| **c == code)
+        .unwrap()
+        .0
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_killed_connections() {
+    let server = RedisServer::start();
+    let keys = Keys::new("kill");
+    let fp = fingerprinter();
+    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+    let (trigger, _) = ShutdownTrigger::new();
+    let (handle, metrics) = spawn_worker(
+        &server,
+        "kill",
+        index,
+        &fp,
+        fast_config(),
+        &trigger,
+        1 << 20,
+    );
+    let total = 300u64;
+    let url = server.url();
+    let ks = keys.clone();
+    // Produce while killing every client connection (the worker's) again and again.
+    tokio::task::spawn_blocking(move || {
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let mut killed = 0;
+        for i in 0..total {
+            let text = article_text(i, 0);
+            xadd(
+                &mut conn,
+                &ks,
+                &[
+                    ("id", format!("k{i}").as_bytes()),
+                    ("text", text.as_bytes()),
+                ],
+            );
+            if i % 25 == 0 {
+                killed += redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("normal")
+                    .query::<i64>(&mut conn)
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        }
+        assert!(killed > 0, "CLIENT KILL found the worker's connections");
+    })
+    .await
+    .unwrap();
+    wait_for_outputs(&server, &keys, total as usize).await;
+    trigger.fire();
+    let summary = handle.await.unwrap();
+    assert_eq!(summary.abandoned, 0);
+    let mut conn = server.connection(); // the old one was killed too
+    let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
+    assert_eq!(outputs.len(), total as usize);
+    assert!(outputs.iter().all(|f| f["verdict"] == "unique"));
+    assert!(
+        metrics
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_acks_everything_in_flight() {
+    let server = RedisServer::start();
+    let keys = Keys::new("stop");
+    let mut conn = server.connection();
+    for i in 0..400u64 {
+        let text = article_text(i, 0);
+        xadd(
+            &mut conn,
+            &keys,
+            &[
+                ("id", format!("s{i}").as_bytes()),
+                ("text", text.as_bytes()),
+            ],
+        );
+    }
+    let fp = fingerprinter();
+    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+    let (trigger, _) = ShutdownTrigger::new();
+    let config = WorkerConfig {
+        batch_size: 32,
+        max_in_flight: 256,
+        ..fast_config()
+    };
+    let (handle, metrics) = spawn_worker(&server, "stop", index, &fp, config, &trigger, 1 << 20);
+    wait_for_outputs(&server, &keys, 1).await;
+    trigger.fire();
+    let summary = handle.await.unwrap();
+    assert_eq!(summary.abandoned, 0);
+    assert_eq!(
+        metrics.in_flight.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // Whatever was read was finished and acked: no pending entries, and each
+    // output is for a distinct input.
+    assert_eq!(pending(&mut conn, &keys, "simdedup"), 0);
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(outputs.len() as u64, summary.emitted);
+    let sources: HashSet<_> = outputs.iter().map(|(_, f)| f["source"].clone()).collect();
+    assert_eq!(sources.len(), outputs.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_entries_are_dead_lettered_after_max_deliveries() {
+    // Simulate a consumer that died on an entry again and again: deliver it to
+    // throwaway consumers (each delivery counts), then let a worker claim it.
+    let server = RedisServer::start();
+    let keys = Keys::new("poison");
+    let mut conn = server.connection();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(keys.input_stream())
+        .arg("simdedup")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut conn)
+        .unwrap();
+    let text = article_text(3, 0);
+    let id = xadd(
+        &mut conn,
+        &keys,
+        &[("id", b"p1"), ("text", text.as_bytes())],
+    );
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("simdedup")
+        .arg("dead-0")
+        .arg("STREAMS")
+        .arg(keys.input_stream())
+        .arg(">")
+        .query(&mut conn)
+        .unwrap();
+    for i in 1..3 {
+        let _: redis::Value = redis::cmd("XCLAIM")
+            .arg(keys.input_stream())
+            .arg("simdedup")
+            .arg(format!("dead-{i}"))
+            .arg(0)
+            .arg(&id)
+            .query(&mut conn)
+            .unwrap();
+    }
+    let fp = fingerprinter();
+    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+    let (trigger, _) = ShutdownTrigger::new();
+    let config = WorkerConfig {
+        max_deliveries: 3,
+        claim_min_idle_ms: 0,
+        ..fast_config()
+    };
+    let (handle, _) = spawn_worker(
+        &server,
+        "poison",
+        index.clone(),
+        &fp,
+        config,
+        &trigger,
+        1 << 20,
+    );
+    wait_for_outputs(&server, &keys, 1).await;
+    trigger.fire();
+    handle.await.unwrap();
+    let out = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1["code"], "too_many_deliveries", "{:?}", out[0].1);
+    let dead = read_stream(&mut conn, &keys.dead_stream());
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].1["deliveries"], "4");
+    assert_eq!(dead[0].1["text"], text);
+    assert!(index.is_empty(), "a dead-lettered entry is not indexed");
+    assert_exactly_once(&mut conn, &keys, "simdedup");
+}
