@@ -75,6 +75,12 @@ pub struct DecisionConfig {
     /// Only articles whose timestamps are within this many milliseconds of each
     /// other are compared (the retention window; default two days).
     pub window_ms: u64,
+    /// Candidates are looked up by the this many smallest hashes of the sketch
+    /// (verification still uses the whole sketch). Two sketches sharing a good part
+    /// of their hashes almost always share their smallest ones (bottom-k of a
+    /// bottom-k sample), so indexing 4 of 12 finds the same duplicates for a third
+    /// of the index entries (measured: no recall change on the dev sets).
+    pub lookup_signatures: usize,
 }
 
 /// The largest `max_distance` the 4-block pigeonhole index can guarantee to find.
@@ -87,6 +93,7 @@ impl Default for DecisionConfig {
             sentence_max_distance: 22,
             sentence_min_overlap: 0.15,
             window_ms: 48 * 3600 * 1000,
+            lookup_signatures: 4,
         }
     }
 }
@@ -111,6 +118,9 @@ impl DecisionConfig {
                 "sentence_min_overlap = {} must be in [0, 1)",
                 self.sentence_min_overlap
             ));
+        }
+        if self.lookup_signatures == 0 {
+            return Err("lookup_signatures must be at least 1".into());
         }
         if self.window_ms == 0 {
             return Err("window_ms must be positive".into());

@@ -70,6 +70,12 @@ impl Fingerprint {
         self.words == 0
     }
 
+    /// The sketch hashes an index files this article under: the `n` smallest
+    /// (the sketch is sorted ascending).
+    pub fn lookup_signatures(&self, n: usize) -> &[u64] {
+        &self.signatures[..n.min(self.signatures.len())]
+    }
+
     pub fn simhash_hex(&self) -> String {
         to_hex(self.simhash)
     }

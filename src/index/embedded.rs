@@ -35,6 +35,8 @@ struct State {
     signatures: HashMap<u64, Vec<u32>>,
     by_bucket: BTreeMap<i64, Vec<u32>>,
     newest_ms: Option<i64>,
+    /// How many of each sketch's smallest hashes are indexed.
+    lookup_signatures: usize,
 }
 
 /// An [`Index`] held in memory.
@@ -47,8 +49,11 @@ pub struct EmbeddedIndex {
 impl EmbeddedIndex {
     pub fn new(config: DecisionConfig) -> Self {
         Self {
+            state: Mutex::new(State {
+                lookup_signatures: config.lookup_signatures,
+                ..State::default()
+            }),
             config,
-            state: Mutex::new(State::default()),
         }
     }
 
@@ -184,7 +189,7 @@ impl State {
             slots.extend(self.blocks[i].get(&block).into_iter().flatten());
         }
         slots.extend(self.content.get(&fp.content).into_iter().flatten());
-        for s in &fp.signatures {
+        for s in fp.lookup_signatures(cfg.lookup_signatures) {
             slots.extend(self.signatures.get(s).into_iter().flatten());
         }
         slots.sort_unstable();
@@ -226,7 +231,7 @@ impl State {
                 self.blocks[i].entry(block).or_default().push(slot);
             }
             self.content.entry(fp.content).or_default().push(slot);
-            for s in &fp.signatures {
+            for s in fp.lookup_signatures(self.lookup_signatures) {
                 self.signatures.entry(*s).or_default().push(slot);
             }
         }
@@ -268,7 +273,7 @@ impl State {
             unlink(&mut self.blocks[i], block, slot);
         }
         unlink(&mut self.content, fp.content, slot);
-        for s in &fp.signatures {
+        for s in fp.lookup_signatures(self.lookup_signatures) {
             unlink(&mut self.signatures, *s, slot);
         }
         if let Some(v) = self

@@ -576,7 +576,10 @@ impl Probe {
         } else {
             (
                 format!("{:016x}", fp.content),
-                fp.signatures.iter().map(|s| format!("{s:016x}")).collect(),
+                fp.lookup_signatures(cfg.lookup_signatures)
+                    .iter()
+                    .map(|s| format!("{s:016x}"))
+                    .collect(),
             )
         };
         Probe {
