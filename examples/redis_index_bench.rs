@@ -24,10 +24,10 @@ fn article(i: u64, now: i64) -> IndexEntry {
     // Every 5th article copies article i - 1001 (itself an original) with one SimHash bit flipped and
     // half of its sketch; the rest are unrelated.
     let src = if i % 5 == 4 && i >= 1001 { i - 1001 } else { i };
-    let mut signatures: Vec<u64> = (0..12).map(|k| splitmix(src * 16 + k)).collect();
+    let mut signatures: Vec<u32> = (0..12).map(|k| splitmix(src * 16 + k) as u32).collect();
     if src != i {
         for (k, s) in signatures.iter_mut().enumerate().skip(6) {
-            *s = splitmix(i * 16 + k as u64 + 1_000_000_000_000);
+            *s = splitmix(i * 16 + k as u64 + 1_000_000_000_000) as u32;
         }
     }
     signatures.sort_unstable();

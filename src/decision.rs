@@ -153,7 +153,7 @@ pub struct CandidateView<'a> {
     pub id: &'a str,
     pub simhash: u64,
     pub content: u64,
-    pub signatures: &'a [u64],
+    pub signatures: &'a [u32],
     pub ts_ms: i64,
 }
 
@@ -166,7 +166,7 @@ pub struct Match {
 }
 
 /// Number of values present in both sorted slices.
-pub fn shared_count(a: &[u64], b: &[u64]) -> usize {
+pub fn shared_count(a: &[u32], b: &[u32]) -> usize {
     let (mut i, mut j, mut n) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
@@ -249,7 +249,7 @@ pub fn decide<'a>(
 mod tests {
     use super::*;
 
-    fn fp(simhash: u64, content: u64, signatures: &[u64]) -> Fingerprint {
+    fn fp(simhash: u64, content: u64, signatures: &[u32]) -> Fingerprint {
         Fingerprint {
             simhash,
             content,
@@ -262,7 +262,7 @@ mod tests {
         id: &'a str,
         simhash: u64,
         content: u64,
-        signatures: &'a [u64],
+        signatures: &'a [u32],
         ts_ms: i64,
     ) -> CandidateView<'a> {
         CandidateView {
@@ -291,7 +291,7 @@ mod tests {
         // Sharing the whole (one-signature) sketch allows 22 bits.
         let bits22 = (1u64 << 22) - 1;
         let sentence =
-            |h: u64, sig: &[u64]| classify(&me, &cand("a", h, 2, sig, 0), &cfg).map(|c| c.0);
+            |h: u64, sig: &[u32]| classify(&me, &cand("a", h, 2, sig, 0), &cfg).map(|c| c.0);
         assert_eq!(sentence(bits22, &[20]), Some(Signal::Sentence));
         assert_eq!(sentence((bits22 << 1) | 1, &[20]), None);
         // Sharing 1 of 2 (overlap 0.5) allows floor(22 × 0.35 / 0.85) = 9 bits.
@@ -306,7 +306,7 @@ mod tests {
             ..Default::default()
         };
         let me = fp(0, 1, &[5]);
-        let s = [5u64];
+        let s = [5u32];
         let cands = vec![
             cand("far-in-time", 0, 1, &s, 1000),
             cand("sentence", 0xff, 2, &s, 0),

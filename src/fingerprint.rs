@@ -59,7 +59,7 @@ pub struct Fingerprint {
     pub content: u64,
     /// Signature sketch: hashes of sampled clauses (or sentences), sorted. Two
     /// articles sharing a large part of it copied text from one another.
-    pub signatures: Vec<u64>,
+    pub signatures: Vec<u32>,
     /// Number of content words (0 means there was nothing to fingerprint).
     pub words: u32,
 }
@@ -72,7 +72,7 @@ impl Fingerprint {
 
     /// The sketch hashes an index files this article under: the `n` smallest
     /// (the sketch is sorted ascending).
-    pub fn lookup_signatures(&self, n: usize) -> &[u64] {
+    pub fn lookup_signatures(&self, n: usize) -> &[u32] {
         &self.signatures[..n.min(self.signatures.len())]
     }
 

@@ -354,7 +354,7 @@ fn run_fingerprint(args: FingerprintArgs) -> Result<()> {
         "version": simdedup::fingerprint::FINGERPRINT_VERSION,
         "simhash": fp.simhash_hex(),
         "content": simdedup::simhash::to_hex(fp.content),
-        "signatures": fp.signatures.iter().map(|s| simdedup::simhash::to_hex(*s)).collect::<Vec<_>>(),
+        "signatures": fp.signatures.iter().map(|s| format!("{s:08x}")).collect::<Vec<_>>(),
         "words": fp.words,
         "empty": fp.is_empty(),
     });

@@ -53,6 +53,13 @@ pub enum Selection {
     Sampled,
 }
 
+/// The signature of one unit: the low 32 bits of its key's hash. Thirty-two bits
+/// keep a stored sketch small (12 of them fit Redis's compact encodings), and a
+/// chance collision among a dozen hashes costs nothing measurable.
+pub fn unit_hash(key: &str) -> u32 {
+    hash_bytes(key.as_bytes()) as u32
+}
+
 /// The key of a piece of text: its letters and digits, lowercased. Returns the
 /// number of characters in the key.
 pub fn key_of(text: &str, out: &mut String) -> usize {
@@ -116,7 +123,7 @@ pub struct Signature {
     /// Hash of the whole text's key (exact-duplicate signal).
     pub content: u64,
     /// Hashes of the `n` chosen unit keys (each at least `min_chars` long), sorted, unique.
-    pub hashes: Vec<u64>,
+    pub hashes: Vec<u32>,
     /// Characters in the whole key.
     pub key_chars: usize,
 }
@@ -140,20 +147,20 @@ pub fn signature_with(
     let mut whole = content_hasher();
     let mut key_chars = 0;
     let mut key = String::new();
-    let mut picked: Vec<(usize, u64)> = Vec::new();
+    let mut picked: Vec<(usize, u32)> = Vec::new();
     for sentence in pieces(text, unit) {
         let chars = key_of(sentence, &mut key);
         whole.write(key.as_bytes());
         key_chars += chars;
         if chars >= min_chars {
-            picked.push((chars, hash_bytes(key.as_bytes())));
+            picked.push((chars, unit_hash(&key)));
         }
     }
     match selection {
         Selection::Longest => picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1))),
         Selection::Sampled => picked.sort_unstable_by_key(|p| p.1),
     }
-    let mut hashes: Vec<u64> = picked.into_iter().map(|(_, h)| h).collect();
+    let mut hashes: Vec<u32> = picked.into_iter().map(|(_, h)| h).collect();
     // Repeated sentences count once.
     let mut seen = Vec::with_capacity(n);
     hashes.retain(|h| {
@@ -212,7 +219,7 @@ mod tests {
         assert_ne!(a.content, b.content, "content hash is order-sensitive");
         let mut k = String::new();
         key_of("the longest sentence of them all here.", &mut k);
-        assert!(a.hashes.contains(&hash_bytes(k.as_bytes())));
+        assert!(a.hashes.contains(&unit_hash(&k)));
     }
 
     #[test]

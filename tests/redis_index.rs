@@ -118,7 +118,7 @@ async fn key_layout_is_the_documented_one() {
     let a = entry(
         "article-1",
         t,
-        fp(0x0123_4567_89ab_cdef, 0xfeed, &[0xaaaa_bbbb_cccc_dddd]),
+        fp(0x0123_4567_89ab_cdef, 0xfeed, &[0xaaaa_bbbb]),
     );
     idx.check_and_insert(&a).await.unwrap();
     let b = entry("article-2", t, fp(0x0123_4567_89ab_cdee, 0xbeef, &[]));
@@ -149,7 +149,7 @@ async fn key_layout_is_the_documented_one() {
     assert_eq!(members, vec![1]);
     let (ck, cf) = k.content(&label, 0xfeed);
     assert_eq!(s(q(&mut c, &["HGET", &ck, &cf])), "1");
-    let (sk, sf) = k.sentence(&label, 0xaaaa_bbbb_cccc_dddd);
+    let (sk, sf) = k.sentence(&label, 0xaaaa_bbbb);
     assert_eq!(s(q(&mut c, &["HGET", &sk, &sf])), "1");
     assert_eq!(
         s(q(&mut c, &["HGET", &k.metas(&label, 1), "1"])),

@@ -32,7 +32,7 @@ struct State {
     by_id: HashMap<Box<str>, u32>,
     blocks: [HashMap<u16, Vec<u32>>; 4],
     content: HashMap<u64, Vec<u32>>,
-    signatures: HashMap<u64, Vec<u32>>,
+    signatures: HashMap<u32, Vec<u32>>,
     by_bucket: BTreeMap<i64, Vec<u32>>,
     newest_ms: Option<i64>,
     /// How many of each sketch's smallest hashes are indexed.

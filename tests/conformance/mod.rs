@@ -61,7 +61,7 @@ pub fn base() -> i64 {
     (now + WINDOW).div_euclid(HOUR) * HOUR + HOUR / 2
 }
 
-pub fn fp(simhash: u64, content: u64, signatures: &[u64]) -> Fingerprint {
+pub fn fp(simhash: u64, content: u64, signatures: &[u32]) -> Fingerprint {
     let mut signatures = signatures.to_vec();
     signatures.sort_unstable();
     Fingerprint {
@@ -93,10 +93,13 @@ pub fn flip(n: u32) -> u64 {
     x
 }
 
-pub fn sketch(seed: u64, n: u64) -> Vec<u64> {
-    (0..n)
-        .map(|i| (seed * 1000 + i).wrapping_mul(0x2545_f491_4f6c_dd1d))
-        .collect()
+/// A sorted sketch of `n` distinct pseudo-random hashes (as fingerprints carry).
+pub fn sketch(seed: u64, n: u64) -> Vec<u32> {
+    let mut s: Vec<u32> = (0..n)
+        .map(|i| ((seed * 1000 + i).wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32)
+        .collect();
+    s.sort_unstable();
+    s
 }
 
 fn dup(dup_of: &str, matched: &str, distance: u32, signal: Signal) -> Verdict {

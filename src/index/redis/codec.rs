@@ -4,8 +4,8 @@
 //! their tests); nothing else reads or writes these bytes.
 //!
 //! - **fingerprint** (`f:` hashes, binary, little-endian): `simhash u64 · content
-//!   u64 · ts offset u32 (ms since the bucket start) · words u32 · signatures u64 × n`.
-//!   24 + 8n bytes. Up to 5 signatures this fits Redis's `hash-max-listpack-value`
+//!   u64 · ts offset u32 (ms since the bucket start) · words u32 · signatures u32 × n`.
+//!   24 + 4n bytes. Up to 10 signatures this fits Redis's `hash-max-listpack-value`
 //!   (64), keeping the hashes in the compact listpack encoding; longer sketches
 //!   still work, those hashes just take the larger hashtable encoding.
 //! - **meta** (`m:` hashes, text): `u|<id>` for a kept article, or
@@ -24,7 +24,7 @@ const FIXED: usize = 24;
 pub fn encode_fingerprint(fp: &Fingerprint, ts_ms: i64, bucket_start_ms: i64) -> Vec<u8> {
     let offset = u32::try_from(ts_ms - bucket_start_ms)
         .expect("a bucket is shorter than 2^32 ms (checked by RedisIndexOptions)");
-    let mut out = Vec::with_capacity(FIXED + 8 * fp.signatures.len());
+    let mut out = Vec::with_capacity(FIXED + 4 * fp.signatures.len());
     out.extend_from_slice(&fp.simhash.to_le_bytes());
     out.extend_from_slice(&fp.content.to_le_bytes());
     out.extend_from_slice(&offset.to_le_bytes());
@@ -40,7 +40,7 @@ pub fn decode_fingerprint(
     bytes: &[u8],
     bucket_start_ms: i64,
 ) -> Result<(Fingerprint, i64), String> {
-    if bytes.len() < FIXED || (bytes.len() - FIXED) % 8 != 0 {
+    if bytes.len() < FIXED || (bytes.len() - FIXED) % 4 != 0 {
         return Err(format!("packed fingerprint has {} bytes", bytes.len()));
     }
     let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
@@ -49,7 +49,7 @@ pub fn decode_fingerprint(
         simhash: u64_at(0),
         content: u64_at(8),
         words: u32_at(20),
-        signatures: (FIXED..bytes.len()).step_by(8).map(u64_at).collect(),
+        signatures: (FIXED..bytes.len()).step_by(4).map(u32_at).collect(),
     };
     Ok((fp, bucket_start_ms + i64::from(u32_at(16))))
 }
@@ -139,9 +139,7 @@ mod tests {
         Fingerprint {
             simhash: 0xfedc_ba98_7654_3210,
             content: u64::MAX,
-            signatures: (0..n as u64)
-                .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
-                .collect(),
+            signatures: (0..n as u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect(),
             words: 4_000_000_000,
         }
     }
