@@ -7,14 +7,15 @@
 //! An article duplicates a candidate when
 //! - **exact**: their content hashes are equal; or
 //! - **simhash**: their SimHashes differ in at most `max_distance` bits; or
-//! - **sentence**: they share part of their signature sketch (sampled clause or
-//!   sentence hashes) *and* their SimHashes are close, where "close" loosens with
-//!   the evidence: with overlap `s` = shared / (smaller sketch size), the bound is
-//!   `sentence_max_distance × (s − sentence_min_overlap) / (1 − sentence_min_overlap)`
-//!   bits. A copy sharing its whole sketch may differ by `sentence_max_distance`
-//!   bits (edits, an added paragraph); one sharing a single clause of twelve must be
-//!   nearly identical in SimHash. This is the precise second check that short texts,
-//!   whose SimHash alone is unstable, need.
+//! - **sentence**: they share part of their signature sketch (a bottom-k sample of
+//!   clause hashes) *and* their SimHashes are close, where "close" loosens with the
+//!   evidence: the bound is `sentence_max_distance × overlap` bits, `overlap` being
+//!   the larger of the sketches' resemblance (shared / smaller sketch) and the
+//!   estimated containment of either article in the other (see [`overlap`]). A copy
+//!   that keeps all its text may differ by `sentence_max_distance` bits (edits, an
+//!   added paragraph, a cut tail); one sharing a single clause of twelve must be
+//!   nearly identical in SimHash. This is the precise second check that short
+//!   texts, whose SimHash alone is unstable, need.
 //!
 //! Among matches the best is the exact one, then the closest SimHash, then the one
 //! sharing most signatures, then the earliest, then the smallest id.
@@ -66,12 +67,12 @@ pub struct DecisionConfig {
     /// SimHash Hamming distance that alone makes a duplicate (k). The index finds
     /// these through 4 × 16-bit blocks, which guarantees k ≤ 3.
     pub max_distance: u32,
-    /// SimHash bound for a candidate sharing its whole signature sketch; the bound
-    /// shrinks linearly with the share of the sketch in common.
+    /// SimHash bound for a candidate whose text the sketches say is fully shared;
+    /// it shrinks in proportion to the estimated overlap.
     pub sentence_max_distance: u32,
-    /// Share of the sketch in common at which the bound reaches 0 bits; candidates
-    /// sharing less need the plain SimHash signal.
-    pub sentence_min_overlap: f64,
+    /// A containment estimate divides by at least this many sketch hashes, so a
+    /// couple of coincidences between small samples cannot claim full containment.
+    pub containment_min_sample: usize,
     /// Only articles whose timestamps are within this many milliseconds of each
     /// other are compared (the retention window; default two days).
     pub window_ms: u64,
@@ -90,8 +91,8 @@ impl Default for DecisionConfig {
     fn default() -> Self {
         Self {
             max_distance: 3,
-            sentence_max_distance: 22,
-            sentence_min_overlap: 0.15,
+            sentence_max_distance: 17,
+            containment_min_sample: 8,
             window_ms: 48 * 3600 * 1000,
             lookup_signatures: 4,
         }
@@ -113,12 +114,6 @@ impl DecisionConfig {
                 self.sentence_max_distance
             ));
         }
-        if !(0.0..1.0).contains(&self.sentence_min_overlap) {
-            return Err(format!(
-                "sentence_min_overlap = {} must be in [0, 1)",
-                self.sentence_min_overlap
-            ));
-        }
         if self.lookup_signatures == 0 {
             return Err("lookup_signatures must be at least 1".into());
         }
@@ -133,18 +128,46 @@ impl DecisionConfig {
         a_ms.abs_diff(b_ms) <= self.window_ms
     }
 
-    /// The SimHash bound for a candidate sharing `shared` of `sketch` signatures
-    /// (`sketch` = the smaller of the two sketch sizes). `None`: not enough shared.
-    pub fn sentence_bound(&self, shared: usize, sketch: usize) -> Option<u32> {
-        if shared == 0 || sketch == 0 {
-            return None;
-        }
-        let overlap = shared.min(sketch) as f64 / sketch as f64;
-        let scaled = (overlap - self.sentence_min_overlap) / (1.0 - self.sentence_min_overlap);
+    /// The SimHash bound for a candidate with estimated text overlap `overlap`
+    /// (0..=1); `None` when nothing is shared.
+    pub fn sentence_bound(&self, overlap: f64) -> Option<u32> {
         // A hair of slack so exact fractions (e.g. 6/12) are not lost to rounding.
-        (scaled >= 0.0)
-            .then(|| (f64::from(self.sentence_max_distance) * scaled + 1e-9).floor() as u32)
+        (overlap > 0.0).then(|| {
+            (f64::from(self.sentence_max_distance) * overlap.min(1.0) + 1e-9).floor() as u32
+        })
     }
+}
+
+/// Estimated share of `b`'s text that is also in `a`, from their sketches (sorted
+/// bottom-k samples of clause hashes).
+///
+/// Every hash of `a` up to its largest sketch hash `τ` is in `a`'s sketch, so for
+/// `b`'s sketch hashes ≤ `τ`, membership in `a` can be read off exactly; the share
+/// found estimates |a ∩ b| / |b|. This is what a truncated copy (all its text in
+/// the original) or an original with a paragraph added (all of it in the copy)
+/// shows, where resemblance alone would only see a part.
+pub fn containment(b: &[u32], a: &[u32], min_sample: usize) -> f64 {
+    let Some(&tau) = a.last() else {
+        return 0.0;
+    };
+    let sample = &b[..b.partition_point(|&x| x <= tau)];
+    if sample.is_empty() {
+        return 0.0;
+    }
+    shared_count(sample, a) as f64 / sample.len().max(min_sample) as f64
+}
+
+/// How much text two sketches say their articles share: the largest of their
+/// resemblance (shared / smaller sketch) and the containment either way.
+pub fn overlap(a: &[u32], b: &[u32], min_sample: usize) -> f64 {
+    let shared = shared_count(a, b);
+    if shared == 0 {
+        return 0.0;
+    }
+    let resemblance = shared as f64 / a.len().min(b.len()) as f64;
+    resemblance
+        .max(containment(a, b, min_sample))
+        .max(containment(b, a, min_sample))
 }
 
 /// What the decision needs to know about a stored article.
@@ -195,7 +218,11 @@ pub fn classify(
     } else if distance <= cfg.max_distance {
         Signal::Simhash
     } else if cfg
-        .sentence_bound(shared, fp.signatures.len().min(c.signatures.len()))
+        .sentence_bound(overlap(
+            &fp.signatures,
+            c.signatures,
+            cfg.containment_min_sample,
+        ))
         .is_some_and(|bound| distance <= bound)
     {
         Signal::Sentence
@@ -288,15 +315,15 @@ mod tests {
             Signal::Simhash
         );
         assert!(classify(&me, &cand("a", 0b1111, 2, &[], 0), &cfg).is_none());
-        // Sharing the whole (one-signature) sketch allows 22 bits.
-        let bits22 = (1u64 << 22) - 1;
+        // Sharing the whole (one-signature) sketch allows 17 bits.
+        let bits17 = (1u64 << 17) - 1;
         let sentence =
             |h: u64, sig: &[u32]| classify(&me, &cand("a", h, 2, sig, 0), &cfg).map(|c| c.0);
-        assert_eq!(sentence(bits22, &[20]), Some(Signal::Sentence));
-        assert_eq!(sentence((bits22 << 1) | 1, &[20]), None);
-        // Sharing 1 of 2 (overlap 0.5) allows floor(22 × 0.35 / 0.85) = 9 bits.
-        assert_eq!(sentence(0x1ff, &[20, 30]), Some(Signal::Sentence));
-        assert_eq!(sentence(0x3ff, &[20, 30]), None);
+        assert_eq!(sentence(bits17, &[20]), Some(Signal::Sentence));
+        assert_eq!(sentence((bits17 << 1) | 1, &[20]), None);
+        // Sharing 1 of 2 (overlap 0.5) allows 8 bits.
+        assert_eq!(sentence(0xff, &[20, 30]), Some(Signal::Sentence));
+        assert_eq!(sentence(0x1ff, &[20, 30]), None);
     }
 
     #[test]
@@ -359,13 +386,26 @@ mod tests {
     #[test]
     fn sentence_bound_grows_with_overlap() {
         let cfg = DecisionConfig::default();
-        assert_eq!(cfg.sentence_bound(0, 12), None);
-        assert_eq!(cfg.sentence_bound(1, 12), None); // 0.083 < 0.15
-        assert_eq!(cfg.sentence_bound(2, 12), Some(0)); // 0.167: ~0.4 bits
-        assert_eq!(cfg.sentence_bound(6, 12), Some(9));
-        assert_eq!(cfg.sentence_bound(12, 12), Some(22));
-        assert_eq!(cfg.sentence_bound(3, 3), Some(22));
-        assert_eq!(cfg.sentence_bound(1, 0), None);
+        assert_eq!(cfg.sentence_bound(0.0), None);
+        assert_eq!(cfg.sentence_bound(0.5), Some(8));
+        assert_eq!(cfg.sentence_bound(1.0), Some(17));
+        assert_eq!(cfg.sentence_bound(1.0 / 12.0), Some(1));
+    }
+
+    #[test]
+    fn containment_sees_a_truncated_copy_whole() {
+        // The original's sketch: 12 smallest of 0, 10, 20, ... ; the copy kept every
+        // other clause, so its sketch reaches further up.
+        let original: Vec<u32> = (0..12).map(|i| i * 10).collect();
+        let copy: Vec<u32> = (0..12).map(|i| i * 20).collect();
+        // Resemblance sees 6 of 12; containment of the copy in the original is full.
+        assert_eq!(shared_count(&copy, &original), 6);
+        assert_eq!(containment(&copy, &original, 1), 1.0);
+        assert_eq!(overlap(&copy, &original, 1), 1.0);
+        // A minimum sample keeps two lucky hits from claiming everything.
+        assert_eq!(containment(&[5, 10, 1000], &[0, 5, 10, 20], 8), 2.0 / 8.0);
+        assert_eq!(overlap(&[1, 2], &[3, 4], 8), 0.0);
+        assert_eq!(containment(&[1], &[], 8), 0.0);
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn config() -> DecisionConfig {
     DecisionConfig {
         max_distance: 3,
         sentence_max_distance: 22,
-        sentence_min_overlap: 0.15,
+        containment_min_sample: 8,
         window_ms: WINDOW as u64,
         ..DecisionConfig::default()
     }
@@ -176,6 +176,7 @@ pub async fn sentence_signal_needs_shared_sketch<I: Index>(idx: &I) {
     // One shared signature of twelve is not enough at 12 bits.
     let mut one = sketch(2, 11);
     one.push(sk[0]);
+    one.sort_unstable();
     assert_eq!(
         verdict(idx, &entry("c", t, fp(!S, 3, &one))).await,
         Verdict::Unique
