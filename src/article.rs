@@ -136,6 +136,17 @@ pub fn parse_ts(s: &str) -> Result<i64, Rejection> {
         .ok_or_else(|| Rejection::BadTimestamp(s.chars().take(40).collect()))
 }
 
+/// The id of a line that was rejected, if one can be read, so that the rejection
+/// can name its article.
+pub fn id_hint(line: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(line).ok()?;
+    match value.get("id")? {
+        Value::String(s) if validate_id(s).is_ok() => Some(s.clone()),
+        Value::Number(n) if n.is_u64() || n.is_i64() => Some(n.to_string()),
+        _ => None,
+    }
+}
+
 /// Parse one JSONL line: `{"id", "text", ["title"], ["ts"]}`. `id` may be a string
 /// or an integer; `ts` an integer (or a string of digits).
 pub fn parse_json_line(line: &[u8], max_text_bytes: usize) -> Result<Article, Rejection> {
@@ -274,6 +285,8 @@ mod tests {
                 limit: 100
             }
         );
+        assert_eq!(id_hint(br#"{"id":"x","text":5}"#).as_deref(), Some("x"));
+        assert_eq!(id_hint(b"{broken"), None);
         let err = parse_json_line(b"{\"id\":\"a\",\"text\":\"\xff\"}", 100).unwrap_err();
         assert_eq!(err, Rejection::InvalidUtf8 { valid_up_to: 18 });
         assert!(err.to_string().contains("byte 18"));

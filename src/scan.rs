@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::article::{parse_json_line, Article, Rejection};
+use crate::article::{id_hint, parse_json_line, Article, Rejection};
 use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::index::{EmbeddedIndex, IndexEntry, Verdict};
 use crate::simhash::to_hex;
@@ -158,7 +158,7 @@ enum Prepared {
 fn prepare(fp: &Fingerprinter, line_no: u64, bytes: &[u8], max_text_bytes: usize) -> Prepared {
     match parse_json_line(bytes, max_text_bytes) {
         Err(why) => Prepared::Rejected {
-            id: None,
+            id: id_hint(bytes),
             line: line_no,
             why,
         },

@@ -1,0 +1,146 @@
+//! Golden vectors for fingerprint v1 (`docs/fingerprint.md`).
+//!
+//! These pin the recipe: normalization, jieba segmentation and its dictionary,
+//! the stop-word lists, jieba's IDF table, SipHash keys, fixed-point weights and the
+//! clause sketch. If one changes, that is a new fingerprint version: bump
+//! `FINGERPRINT_VERSION`, document the change, and only then update these values.
+
+use std::collections::BTreeMap;
+
+use simdedup::fingerprint::{Fingerprinter, FINGERPRINT_VERSION};
+use simdedup::idf::IdfTable;
+use simdedup::normalize::normalize;
+use simdedup::simhash::{hash_bytes, SIP_KEY_0, SIP_KEY_1};
+use simdedup::tokenize::Tokenizer;
+
+struct Golden {
+    name: &'static str,
+    text: &'static str,
+    simhash: &'static str,
+    content: &'static str,
+    signatures: &'static [&'static str],
+    words: u32,
+}
+
+const GOLDEN: &[Golden] = &[
+    Golden {
+        name: "zh_news_markup",
+        text: "<!--repaste.body.begin-->\n\n**央视网消息**（新闻联播）：国家统计局今天（4月16日）发布数据，一季度国内生产总值同比增长5.3%，比上年四季度环比增长1.6%。\n\n国家统计局新闻发言人表示，一季度国民经济实现良好开局，为实现全年目标任务打下了较好基础。工业生产较快增长，服务业持续恢复，市场销售稳定增长。<!--repaste.body.end-->",
+        simhash: "8887b3df23b4b5e5",
+        content: "a5190c68a5f212f3",
+        signatures: &["5d328a9a", "6c51090e", "7a39cc90", "d00f2e8c", "f4ca4981"],
+        words: 40,
+    },
+    Golden {
+        name: "en_news",
+        text: "Quarterly profits at the media giant jumped 76% to $1.13bn for the three months to December, from $639m a year earlier.\n\nThe firm, which is now one of the biggest investors in search, benefited from sales of high-speed internet connections and higher advert sales. It said fourth quarter sales rose 2% to $11.1bn from $10.9bn.",
+        simhash: "7003a2629d8cb090",
+        content: "4edc5ee70c71052d",
+        signatures: &["5a8b614c", "a0aced22", "ad889a46", "cf75ca15", "ef3501eb"],
+        words: 33,
+    },
+    Golden {
+        name: "mixed_html",
+        text: "<html><head><style>p{color:red}</style></head><body><h1>苹果发布 iPhone&nbsp;16</h1><p>苹果公司在加州库比蒂诺发布了新款iPhone 16手机，售价799美元起。</p><p>The new phone ships on <b>September 20</b>, with Apple Intelligence features arriving later.</p></body></html>",
+        simhash: "ed689314030f62f2",
+        content: "206423ec14d216a3",
+        signatures: &["5ad33f58", "6c0968ca", "9e098ee0", "d7f1e191"],
+        words: 26,
+    },
+    Golden {
+        name: "short",
+        text: "北京今天降雪，交通部门提醒市民注意出行安全。",
+        simhash: "85b7495bf10ae366",
+        content: "b329798eb76ab68f",
+        signatures: &["261af16e"],
+        words: 8,
+    },
+    Golden {
+        name: "punctuation_only",
+        text: "。。。！！！ -- ... <br/>",
+        simhash: "0000000000000000",
+        content: "5cf2c6af7d459ee5",
+        signatures: &[],
+        words: 0,
+    },
+];
+
+/// `H("新闻")`, computed once; other implementations can check their SipHash against it.
+const NEWS_HASH: &str = "cccef3ae64a1d28e";
+
+#[test]
+fn version_is_1() {
+    assert_eq!(FINGERPRINT_VERSION, 1);
+}
+
+#[test]
+fn sip_keys_are_the_documented_constants() {
+    assert_eq!(SIP_KEY_0, 0x7075_6465_646d_6973);
+    assert_eq!(SIP_KEY_1, 0x3176_746e_6972_7066);
+    // SipHash-1-3 (not 2-4) under these keys, over the raw bytes with nothing appended.
+    assert_eq!(format!("{:016x}", hash_bytes("新闻".as_bytes())), NEWS_HASH);
+}
+
+#[test]
+fn golden_vectors() {
+    let fp = Fingerprinter::with_defaults().unwrap();
+    let mut failures = Vec::new();
+    for g in GOLDEN {
+        let f = fp.fingerprint(g.text);
+        let got = (
+            format!("{:016x}", f.simhash),
+            format!("{:016x}", f.content),
+            f.signatures
+                .iter()
+                .map(|s| format!("{s:08x}"))
+                .collect::<Vec<_>>(),
+            f.words,
+        );
+        let want = (
+            g.simhash.to_owned(),
+            g.content.to_owned(),
+            g.signatures
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>(),
+            g.words,
+        );
+        if got != want {
+            failures.push(format!("{}: got {got:?}, want {want:?}", g.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "fingerprint v1 changed:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Step 4 of the spec written out independently: count words, weigh them with the
+/// IDF table, quantize, accumulate. It must agree with the library on every vector.
+#[test]
+fn simhash_follows_the_written_recipe() {
+    let fp = Fingerprinter::with_defaults().unwrap();
+    let idf = IdfTable::builtin().unwrap();
+    let tokenizer = Tokenizer::new(false);
+    for g in GOLDEN {
+        let mut tf: BTreeMap<String, u32> = BTreeMap::new();
+        for w in tokenizer.words(&normalize(g.text)) {
+            *tf.entry(w).or_insert(0) += 1;
+        }
+        let mut counters = [0i64; 64];
+        for (word, n) in &tf {
+            let q = ((f64::from(*n) * idf.get(word) * 1000.0).round() as i64).max(1);
+            let h = hash_bytes(word.as_bytes());
+            for (i, c) in counters.iter_mut().enumerate() {
+                *c += if h >> i & 1 == 1 { q } else { -q };
+            }
+        }
+        let expected =
+            counters
+                .iter()
+                .enumerate()
+                .fold(0u64, |acc, (i, &c)| if c > 0 { acc | 1 << i } else { acc });
+        assert_eq!(fp.fingerprint(g.text).simhash, expected, "{}", g.name);
+    }
+}
