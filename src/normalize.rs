@@ -68,6 +68,7 @@ pub fn normalize(text: &str) -> String {
 /// before normalizing does not change the result, so they are mapped directly; the
 /// general algorithm then runs only if the quick check says something else needs it.
 fn nfkc(text: &str) -> Cow<'_, str> {
+    /// NFKC's compatibility mapping for the full-width forms and the ideographic space.
     fn full_width(c: char) -> Option<char> {
         match c {
             '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0),
@@ -75,21 +76,37 @@ fn nfkc(text: &str) -> Cow<'_, str> {
             _ => None,
         }
     }
-    let mapped: Cow<'_, str> = if text.chars().any(|c| full_width(c).is_some()) {
-        let mut out = String::with_capacity(text.len());
-        let mut last = 0;
-        for (i, c) in text.char_indices() {
-            if let Some(ascii) = full_width(c) {
-                out.push_str(&text[last..i]);
-                out.push(ascii);
-                last = i + c.len_utf8();
-            }
+    /// Characters NFKC leaves alone whatever surrounds them (quick-check Yes,
+    /// combining class 0): ASCII, the CJK ideographs and common CJK punctuation.
+    /// Checking these by range is much cheaper than the general table lookup.
+    fn stable(c: char) -> bool {
+        c.is_ascii()
+            || matches!(c, '\u{4E00}'..='\u{9FFF}' | '\u{3001}'..='\u{3002}' | '\u{3008}'..='\u{3011}'
+                | '\u{2018}'..='\u{2019}' | '\u{201C}'..='\u{201D}' | '\u{2014}' | '\u{00B7}' | '\u{2022}')
+    }
+    let mut mapped: Option<String> = None;
+    let mut last = 0;
+    let mut all_stable = true;
+    for (i, c) in text.char_indices() {
+        if let Some(ascii) = full_width(c) {
+            let out = mapped.get_or_insert_with(|| String::with_capacity(text.len()));
+            out.push_str(&text[last..i]);
+            out.push(ascii);
+            last = i + c.len_utf8();
+        } else if !stable(c) {
+            all_stable = false;
         }
-        out.push_str(&text[last..]);
-        Cow::Owned(out)
-    } else {
-        Cow::Borrowed(text)
+    }
+    let mapped: Cow<'_, str> = match mapped {
+        Some(mut out) => {
+            out.push_str(&text[last..]);
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(text),
     };
+    if all_stable {
+        return mapped;
+    }
     match unicode_normalization::is_nfkc_quick(mapped.chars()) {
         unicode_normalization::IsNormalized::Yes => mapped,
         _ => Cow::Owned(mapped.nfkc().collect()),
@@ -302,6 +319,20 @@ mod tests {
     #[test]
     fn nfkc_folds_full_width() {
         assert_eq!(normalize("ＡＢＣ１２３，"), "ABC123,");
+    }
+
+    #[test]
+    fn fast_nfkc_agrees_with_the_general_algorithm() {
+        use unicode_normalization::UnicodeNormalization;
+        for text in [
+            "中文，“引号”《书名》（括号）——破折号·间隔",
+            "Ｆｕｌｌ　ｗｉｄｔｈ and ascii",
+            "…省略 Ⅲ ℃ ﬁ e\u{301} 가 ｶﾀｶﾅ",
+            "Ａ\u{301}",
+        ] {
+            let general: String = text.nfkc().collect();
+            assert_eq!(super::nfkc(text), general, "{text}");
+        }
     }
 
     #[test]
