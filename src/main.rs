@@ -160,7 +160,7 @@ struct Common {
     /// SimHash distance that alone makes a duplicate (0-3).
     #[arg(long, value_name = "K")]
     max_distance: Option<u32>,
-    /// SimHash distance that confirms a shared long sentence.
+    /// SimHash distance allowed when the sketches say all text is shared (scaled down by the estimated overlap).
     #[arg(long, value_name = "D")]
     sentence_max_distance: Option<u32>,
     /// Compare only articles whose timestamps are within this many hours.
