@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::hash::Hasher;
 
 use crate::simhash::{content_hasher, hash_bytes};
-use crate::tokenize::is_han;
+use crate::tokenize::{is_han, is_word_char};
 
 /// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
 fn ends_sentence(c: char) -> bool {
@@ -66,18 +66,14 @@ pub fn key_of(text: &str, out: &mut String) -> usize {
     out.clear();
     let mut chars = 0;
     for c in text.chars() {
-        chars += 1;
-        // Han first: `is_alphanumeric` is a slow table search for it.
-        if is_han(c) {
+        if is_han(c) || c.is_ascii_digit() || c.is_ascii_lowercase() {
             out.push(c);
-        } else if c.is_alphanumeric() {
-            if c.is_uppercase() {
-                out.extend(c.to_lowercase());
-            } else {
-                out.push(c);
+            chars += 1;
+        } else if is_word_char(c) {
+            for lower in c.to_lowercase() {
+                out.push(lower);
+                chars += 1;
             }
-        } else {
-            chars -= 1;
         }
     }
     chars
