@@ -104,33 +104,29 @@ impl ScanSummary {
 
 impl std::fmt::Display for ScanSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// " (a 1, b 2)" for a non-empty breakdown, nothing otherwise.
+        fn breakdown(
+            f: &mut std::fmt::Formatter<'_>,
+            counts: &BTreeMap<&str, u64>,
+        ) -> std::fmt::Result {
+            if counts.is_empty() {
+                return Ok(());
+            }
+            let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            write!(f, " ({})", parts.join(", "))
+        }
         write!(
             f,
-            "{} articles in {:.2}s ({:.0}/s): {} unique, {} duplicate",
+            "{} articles in {:.2}s after start-up ({:.0}/s): {} unique, {} duplicate",
             self.articles,
             self.elapsed.as_secs_f64(),
             self.per_second(),
             self.unique,
             self.duplicate
         )?;
-        if !self.by_signal.is_empty() {
-            let parts: Vec<String> = self
-                .by_signal
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            write!(f, " ({})", parts.join(", "))?;
-        }
+        breakdown(f, &self.by_signal)?;
         write!(f, ", {} rejected", self.rejected)?;
-        if !self.by_reason.is_empty() {
-            let parts: Vec<String> = self
-                .by_reason
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            write!(f, " ({})", parts.join(", "))?;
-        }
-        Ok(())
+        breakdown(f, &self.by_reason)
     }
 }
 
