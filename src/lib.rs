@@ -16,12 +16,14 @@
 //! - **Redis**: [`keys`] names every Redis key of a namespace.
 //! - **Running**: [`article`] turns input into articles or specific rejections;
 //!   [`scan`] is the no-Redis JSONL pipeline; [`eval`] scores verdicts against a
-//!   labelled set; [`settings`] loads configuration (file ← env ← flags).
+//!   labelled set; [`settings`] loads configuration (file ← env ← flags);
+//!   [`demo`] runs the worker pipeline on the bundled sample (`simdedup demo`).
 //!
 //! The binary (`src/main.rs`) only parses arguments, sets up tracing and calls in here.
 
 pub mod article;
 pub mod decision;
+pub mod demo;
 pub mod eval;
 pub mod fingerprint;
 pub mod idf;

@@ -42,6 +42,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the worker pipeline on the bundled sample: a private redis-server on a free port (or --redis-url), produce, one worker, print the verdicts.
+    Demo(DemoArgs),
     /// Check JSONL articles ({"id","text",["title"],["ts"]}) in order, in memory; one verdict per line on stdout.
     Scan(ScanArgs),
     /// Print the fingerprint of one text as JSON.
@@ -66,7 +68,7 @@ enum Command {
 /// Settings of every command that talks to Redis.
 #[derive(Args, Debug)]
 struct RedisCommon {
-    /// Redis URL, e.g. redis://user:password@host:6379/0 (rediss:// for TLS).
+    /// Redis URL, e.g. redis://user:password@host:6379/0 (TLS, rediss://, is not supported yet).
     #[arg(long, value_name = "URL")]
     redis_url: Option<String>,
     /// Namespace: keys are simdedup:{NS}:*.
@@ -124,6 +126,16 @@ struct WorkerArgs {
     /// On SIGTERM/SIGINT, wait at most this long for in-flight entries (milliseconds).
     #[arg(long, value_name = "MS")]
     shutdown_timeout_ms: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct DemoArgs {
+    /// Use this Redis instead of starting a private redis-server (the sample is produced into it).
+    #[arg(long, value_name = "URL")]
+    redis_url: Option<String>,
+    /// Namespace to produce into: keys are simdedup:{NS}:*.
+    #[arg(long, short = 'n', value_name = "NS", default_value = simdedup::demo::DEFAULT_NAMESPACE)]
+    namespace: String,
 }
 
 #[derive(Args, Debug)]
@@ -272,6 +284,7 @@ fn main() -> std::process::ExitCode {
     };
     init_tracing(&cli.log_format, level);
     let result = match cli.command {
+        Command::Demo(args) => run_demo(args),
         Command::Scan(args) => run_scan(args),
         Command::Fingerprint(args) => run_fingerprint(args),
         Command::Idf(IdfCommand::Build {
@@ -312,6 +325,20 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+fn run_demo(args: DemoArgs) -> Result<()> {
+    let options = simdedup::demo::DemoOptions {
+        redis_url: args.redis_url,
+        namespace: args.namespace,
+        ..Default::default()
+    };
+    simdedup::demo::run(
+        &options,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr(),
+    )?;
+    Ok(())
 }
 
 fn run_scan(args: ScanArgs) -> Result<()> {

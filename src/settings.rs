@@ -45,7 +45,7 @@ pub struct Settings {
     pub max_text_bytes: usize,
     pub fingerprint: FingerprintConfig,
     pub decision: DecisionConfig,
-    /// Redis server URL (`redis://[user:password@]host:port[/db]`, `rediss://` for TLS).
+    /// Redis server URL (`redis://[user:password@]host:port[/db]`; TLS is not supported yet).
     pub redis_url: String,
     /// Namespace: every key is `simdedup:{NAMESPACE}:...`.
     pub namespace: String,

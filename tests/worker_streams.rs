@@ -492,3 +492,54 @@ async fn poison_entries_are_dead_lettered_after_max_deliveries() {
     assert!(index.is_empty(), "a dead-lettered entry is not indexed");
     assert_exactly_once(&mut conn, &keys, "simdedup");
 }
+
+/// One worker decides in stream order (`WorkerConfig::ordered`, the default): the
+/// first of each group is the one kept, every later copy links to it — even with
+/// copies in the same batch and several batches in flight. Deciding out of order
+/// (the concurrent mode) keeps a later copy now and then, which this catches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_keeps_the_first_of_each_group() {
+    let server = RedisServer::start();
+    let keys = Keys::new("ordered");
+    let mut conn = server.connection();
+    let (groups, copies) = (40u64, 4u64);
+    // Copies right behind their original, as a burst of reposts arrives.
+    for g in 0..groups {
+        for v in 0..copies {
+            let (id, text) = (format!("g{g}-v{v}"), article_text(g, v));
+            xadd(
+                &mut conn,
+                &keys,
+                &[("id", id.as_bytes()), ("text", text.as_bytes())],
+            );
+        }
+    }
+    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+    let (trigger, _) = ShutdownTrigger::new();
+    let config = WorkerConfig {
+        consumer: "solo".into(),
+        batch_size: 8,
+        ..fast_config()
+    };
+    let (handle, _) = spawn_worker(
+        &server,
+        "ordered",
+        index,
+        &fingerprinter(),
+        config,
+        &trigger,
+        1 << 20,
+    );
+    wait_for_outputs(&server, &keys, (groups * copies) as usize).await;
+    trigger.fire();
+    handle.await.unwrap();
+    for f in assert_exactly_once(&mut conn, &keys, "simdedup") {
+        let (group, variant) = f["id"].split_once('-').unwrap();
+        if variant == "v0" {
+            assert_eq!(f["verdict"], "unique", "{f:?}");
+        } else {
+            assert_eq!(f["verdict"], "duplicate", "{f:?}");
+            assert_eq!(f["dup_of"], format!("{group}-v0"), "{f:?}");
+        }
+    }
+}

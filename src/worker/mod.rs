@@ -11,9 +11,10 @@
 //!   entries idle in other consumers (`XAUTOCLAIM`), otherwise new entries —
 //!   and spawns a task for it;
 //! - each **batch task** parses and fingerprints on the blocking pool (rayon
-//!   inside, so CPU work never runs on the async threads), calls the index with
-//!   bounded concurrency, then commits the whole batch with one script call
-//!   ([`commit`]) and releases its permits.
+//!   inside, so CPU work never runs on the async threads), calls the index —
+//!   by default in stream order, batches taking turns (`WorkerConfig::ordered`),
+//!   so verdicts match `scan` — then commits the whole batch with one script
+//!   call ([`commit`]) and releases its permits.
 //!
 //! Failures never lose an entry: nothing is acked before its output is written
 //! in the same script, and an entry a task gave up on stays pending, to be
@@ -40,7 +41,7 @@ use rayon::prelude::*;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::article::Rejection;
@@ -69,7 +70,14 @@ pub struct WorkerConfig {
     pub batch_size: usize,
     /// Entries read and not yet committed, at most.
     pub max_in_flight: usize,
-    /// Concurrent index calls per batch.
+    /// Decide this worker's entries in stream order: batches take turns at the
+    /// index and a batch's entries go one after another, so a copy is never
+    /// decided before an original this worker read earlier (what `scan` does).
+    /// Fingerprinting and commits still overlap. Off: index calls run
+    /// concurrently (up to `index_concurrency`), faster against a remote index,
+    /// but copies that arrive close together may be decided out of order.
+    pub ordered: bool,
+    /// Concurrent index calls per batch when `ordered` is off.
     pub index_concurrency: usize,
     /// XREADGROUP BLOCK, milliseconds. Shutdown may wait this long for a read.
     pub block_ms: u64,
@@ -105,6 +113,7 @@ impl Default for WorkerConfig {
             consumer: String::new(),
             batch_size: 128,
             max_in_flight: 1024,
+            ordered: true,
             index_concurrency: 32,
             block_ms: 1000,
             claim_min_idle_ms: 60_000,
@@ -360,6 +369,9 @@ impl<I: Index + 'static> Worker<I> {
 
         let permits = Arc::new(Semaphore::new(cfg.max_in_flight));
         let mut tasks: JoinSet<(u64, u64)> = JoinSet::new();
+        // Batches take turns at the index in read order: each waits for the one
+        // read before it (see `WorkerConfig::ordered`).
+        let mut last_turn: Option<oneshot::Receiver<()>> = None;
         let mut summary = RunSummary::default();
         // First read our own pending history (a restart under the same name).
         let mut read_history = true;
@@ -429,7 +441,12 @@ impl<I: Index + 'static> Worker<I> {
                 .in_flight
                 .fetch_add(entries.len() as i64, Ordering::Relaxed);
             let shared = shared.clone();
-            tasks.spawn(async move { process_batch(shared, entries, held).await });
+            let (turn_done, next_turn) = oneshot::channel();
+            let turn = Turn {
+                wait: last_turn.replace(next_turn),
+                done: turn_done,
+            };
+            tasks.spawn(async move { process_batch(shared, entries, held, turn).await });
         }
 
         // Graceful shutdown: stop reading (done), finish what is in flight.
@@ -733,13 +750,22 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
 }
 
 /// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
+/// A batch's turn at the index: wait for the batch read before it to finish its
+/// index calls, then let the next one go. A batch that fails drops `done`, which
+/// also lets the next one go.
+struct Turn {
+    wait: Option<oneshot::Receiver<()>>,
+    done: oneshot::Sender<()>,
+}
+
 async fn process_batch<I: Index + 'static>(
     shared: Arc<Shared<I>>,
     entries: Vec<RawEntry>,
     permits: OwnedSemaphorePermit,
+    turn: Turn,
 ) -> (u64, u64) {
     let n = entries.len();
-    let result = run_batch(&shared, entries).await;
+    let result = run_batch(&shared, entries, turn).await;
     shared
         .metrics
         .in_flight
@@ -751,6 +777,7 @@ async fn process_batch<I: Index + 'static>(
 async fn run_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: Vec<RawEntry>,
+    turn: Turn,
 ) -> (u64, u64) {
     // CPU work on the blocking pool; rayon spreads the batch over the cores.
     let entries = Arc::new(entries);
@@ -761,7 +788,7 @@ async fn run_batch<I: Index + 'static>(
     .await;
     let entries = Arc::try_unwrap(entries).unwrap_or_else(|a| (*a).clone());
     match prepared {
-        Ok(p) => finish_batch(shared, entries, p).await,
+        Ok(p) => finish_batch(shared, entries, p, turn).await,
         Err(e) => {
             tracing::error!(error = %e, "fingerprinting panicked; the batch stays pending");
             release(shared, entries.iter());
@@ -781,19 +808,34 @@ async fn finish_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: Vec<RawEntry>,
     prepared: Vec<Prepared>,
+    turn: Turn,
 ) -> (u64, u64) {
-    // Index calls, concurrently (bounded by `index_permits`), started in stream order.
-    let mut calls = JoinSet::new();
-    for (i, p) in prepared.into_iter().enumerate() {
-        let shared = shared.clone();
-        calls.spawn(async move { (i, resolve(&shared, p).await) });
-    }
-    let mut resolutions: Vec<Option<Resolution>> = vec![None; entries.len()];
-    while let Some(done) = calls.join_next().await {
-        match done {
-            Ok((i, r)) => resolutions[i] = r,
-            Err(e) => {
-                tracing::error!(error = %e, "an index call panicked; its entry stays pending")
+    let mut resolutions: Vec<Option<Resolution>> = Vec::with_capacity(entries.len());
+    if shared.config.ordered {
+        // Our turn comes when the batch read before ours has made its index calls
+        // (or failed); then ours, one after another, in stream order.
+        if let Some(wait) = turn.wait {
+            let _ = wait.await;
+        }
+        for p in prepared {
+            resolutions.push(resolve(shared, p).await);
+        }
+        let _ = turn.done.send(());
+    } else {
+        // Index calls, concurrently (bounded by `index_permits`), started in stream order.
+        drop(turn);
+        resolutions.resize(entries.len(), None);
+        let mut calls = JoinSet::new();
+        for (i, p) in prepared.into_iter().enumerate() {
+            let shared = shared.clone();
+            calls.spawn(async move { (i, resolve(&shared, p).await) });
+        }
+        while let Some(done) = calls.join_next().await {
+            match done {
+                Ok((i, r)) => resolutions[i] = r,
+                Err(e) => {
+                    tracing::error!(error = %e, "an index call panicked; its entry stays pending")
+                }
             }
         }
     }
