@@ -1,13 +1,23 @@
 //! Memory and Redis-time measurement of the Redis index at N synthetic articles.
 //!
-//! Starts its own `redis-server` on a free port (never touches 6379), inserts N
-//! articles spread over the last 48 h (≈ 1 in 5 a near-duplicate of an earlier
-//! one, 12-signature sketches as fingerprint v1 produces), then prints Redis
-//! memory per article and Redis time per check from `INFO`.
+//! Starts its own `redis-server` on a free port (never touches 6379), fills the
+//! index with N − M articles spread over the last 48 h (≈ 1 in 5 a near-duplicate
+//! of an earlier one, 12-hash sketches as fingerprint v1 produces), resets Redis's
+//! statistics, then runs M more checks through the real path (gather → decide →
+//! commit) and prints Redis memory per article (`INFO memory`, over all N), and
+//! for the M measured checks: Redis CPU per check (`INFO cpu`), `INFO
+//! commandstats` (EVALSHA usec_per_call, commands run per check) and client-side
+//! latency percentiles.
 //!
-//! cargo run --example redis_index_bench -- [N] [concurrency] [bucket_hours]
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+//! cargo run --release --example redis_index_bench -- [N] [concurrency] [bucket_hours] [M] [preload]
+//!
+//! `preload` fills the first N − M articles with `RedisIndex::preload` (pipelined
+//! inserts that skip the check: for 10 M, where checking everything would take
+//! hours on a small machine); without it they go through the real path too.
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use simdedup::decision::DecisionConfig;
 use simdedup::fingerprint::Fingerprint;
@@ -56,63 +66,31 @@ fn field(info: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-#[tokio::main]
-async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let n: u64 = args
-        .get(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1_000_000);
-    let conc: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(32);
-    let bucket_h: u64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(24);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dir = std::env::temp_dir().join(format!("simdedup-bench-{port}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut server = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("redis-server on PATH");
-    std::thread::sleep(Duration::from_millis(300));
-    let url = format!("redis://127.0.0.1:{port}/");
-    let opts = RedisIndexOptions {
-        bucket_ms: Some(bucket_h * 3_600_000),
-        ..Default::default()
-    };
-    let idx = RedisIndex::connect(&url, "bench", DecisionConfig::default(), opts)
-        .await
-        .unwrap();
-    let mem0 = field(&info(&url, "memory"), "used_memory");
-    let cpu = |i: &str| field(i, "used_cpu_user") + field(i, "used_cpu_sys");
-    let cpu0 = cpu(&info(&url, "cpu"));
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    let started = Instant::now();
+fn cmd(url: &str, args: &[&str]) -> redis::Value {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let mut q = redis::cmd(args[0]);
+    for a in &args[1..] {
+        q.arg(*a);
+    }
+    q.query(&mut c).unwrap()
+}
+
+/// Run checks of articles `range` with `conc` tasks; latencies (µs) and duplicates.
+async fn run_checks(
+    idx: &RedisIndex,
+    range: std::ops::Range<u64>,
+    conc: u64,
+    now: i64,
+) -> (Vec<u64>, u64) {
     let mut handles = Vec::new();
     for w in 0..conc {
         let idx = idx.clone();
+        let range = range.clone();
         handles.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut dups = 0u64;
-            let mut i = w;
-            while i < n {
+            let mut i = range.start + w;
+            while i < range.end {
                 let e = article(i, now);
                 let t = Instant::now();
                 let out = idx.check_and_insert(&e).await.unwrap();
@@ -130,13 +108,100 @@ async fn main() {
         lat.extend(l);
         dups += d;
     }
-    let wall = started.elapsed();
     lat.sort_unstable();
-    let mem = field(&info(&url, "memory"), "used_memory") - mem0;
+    (lat, dups)
+}
+
+fn expected_dups(range: std::ops::Range<u64>) -> u64 {
+    range.filter(|&i| i % 5 == 4 && i >= 1001).count() as u64
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: u64 = args
+        .get(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let conc: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(32);
+    let bucket_h: u64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(24);
+    let m: u64 = args
+        .get(4)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or((n / 10).min(100_000))
+        .min(n);
+    let preload = args.get(5).is_some_and(|a| a == "preload");
+    // A private server on a free port (the tests' helper: never the shared 6379),
+    // stopped and removed when `server` drops.
+    let server = support::RedisServer::start();
+    let url = server.url();
+    let opts = RedisIndexOptions {
+        bucket_ms: Some(bucket_h * 3_600_000),
+        expected_articles: n,
+        ..Default::default()
+    };
+    let idx = RedisIndex::connect(&url, "bench", DecisionConfig::default(), opts)
+        .await
+        .unwrap();
+    let mem0 = field(&info(&url, "memory"), "used_memory");
+    let cpu = |i: &str| field(i, "used_cpu_user") + field(i, "used_cpu_sys");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let fill = n - m;
+    let started = Instant::now();
+    let mut fill_lat = Vec::new();
+    let mut fill_dups = 0;
+    if preload {
+        let chunk = 2_000u64;
+        let mut start = 0;
+        while start < fill {
+            let end = (start + chunk * conc).min(fill);
+            let mut tasks = Vec::new();
+            for c in (start..end).step_by(chunk as usize) {
+                let idx = idx.clone();
+                let batch: Vec<IndexEntry> =
+                    (c..(c + chunk).min(end)).map(|i| article(i, now)).collect();
+                tasks.push(tokio::spawn(
+                    async move { idx.preload(&batch).await.unwrap() },
+                ));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            start = end;
+            if start % 1_000_000 < chunk * conc {
+                eprintln!(
+                    "preloaded {start} in {:.0} s",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+        }
+    } else {
+        (fill_lat, fill_dups) = run_checks(&idx, 0..fill, conc, now).await;
+    }
+    let fill_wall = started.elapsed();
+    cmd(&url, &["CONFIG", "RESETSTAT"]);
+    // Per-script times (BENCH_SLOWLOG=1): the slow log at threshold 0 keeps the
+    // last 10,000 commands. It logs every command scripts run too, which costs
+    // Redis time: off for the headline figures.
+    let slowlog = std::env::var("BENCH_SLOWLOG").is_ok_and(|v| v == "1");
+    if slowlog {
+        cmd(&url, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        cmd(&url, &["CONFIG", "SET", "slowlog-max-len", "10000"]);
+    }
+    let cpu0 = cpu(&info(&url, "cpu"));
+    let started = Instant::now();
+    let (lat, dups) = run_checks(&idx, fill..n, conc, now).await;
+    let wall = started.elapsed();
     let cpu_s = cpu(&info(&url, "cpu")) - cpu0;
+    let mem_info = info(&url, "memory");
+    let mem = field(&mem_info, "used_memory") - mem0;
     let stats = info(&url, "commandstats");
-    let mut total_usec = 0.0;
-    let mut calls = Vec::new();
+    let mut script_calls = 0.0;
+    let mut inner_calls = 0.0;
+    let mut lines = Vec::new();
     for line in stats.lines().filter(|l| l.starts_with("cmdstat_")) {
         let (name, rest) = line.split_once(':').unwrap();
         let get = |k: &str| {
@@ -145,43 +210,164 @@ async fn main() {
                 .and_then(|v| v.parse::<f64>().ok())
                 .unwrap_or(0.0)
         };
-        total_usec += get("usec");
-        calls.push(format!(
-            "{name} calls={} usec_per_call={}",
+        let name = name.trim_start_matches("cmdstat_");
+        if matches!(name, "evalsha" | "eval") {
+            script_calls += get("calls");
+        } else if !matches!(name, "info" | "config") {
+            inner_calls += get("calls");
+        }
+        lines.push((
             get("calls"),
-            get("usec_per_call")
+            format!(
+                "  {name}: {:.2}/check, usec_per_call {}",
+                get("calls") / m as f64,
+                get("usec_per_call")
+            ),
         ));
     }
+    lines.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut per_script: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    let log = if slowlog {
+        cmd(&url, &["SLOWLOG", "GET", "10000"])
+    } else {
+        redis::Value::Nil
+    };
+    if let redis::Value::Array(entries) = log {
+        for e in entries {
+            let redis::Value::Array(f) = e else { continue };
+            let usec: u64 = redis::from_redis_value(f[2].clone()).unwrap_or(0);
+            let argv: Vec<Vec<u8>> = redis::from_redis_value(f[3].clone()).unwrap_or_default();
+            if argv
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"evalsha"))
+            {
+                let sha = String::from_utf8_lossy(&argv[1]).into_owned();
+                let entry = per_script.entry(sha).or_default();
+                entry.0 += 1;
+                entry.1 += usec;
+            }
+        }
+    }
+    let names = [
+        (
+            redis::Script::new(include_str!("../lua/gather.lua")),
+            "gather",
+        ),
+        (
+            redis::Script::new(include_str!("../lua/commit.lua")),
+            "commit",
+        ),
+        (
+            redis::Script::new(include_str!("../lua/resolve.lua")),
+            "resolve",
+        ),
+    ];
     let keys = field(
         &info(&url, "keyspace")
             .replace("db0:keys=", "db0:")
             .replace(',', "\n"),
         "db0",
     );
-    println!("articles: {n}, duplicates: {dups}, concurrency: {conc}, bucket: {bucket_h} h");
-    println!("buckets: {:?}", idx.buckets().await.unwrap().len());
+    let pct = |l: &[u64], p: usize| l.get(l.len() * p / 100).copied().unwrap_or(0);
     println!(
-        "redis used_memory delta: {:.0} MB, {:.0} bytes/article, keys: {keys}",
+        "articles: {n} ({} filled {}, {m} measured), concurrency: {conc}, bucket: {bucket_h} h, buckets: {}",
+        fill,
+        if preload { "by preload" } else { "by checks" },
+        idx.buckets().await.unwrap().len()
+    );
+    println!(
+        "redis used_memory delta: {:.1} MB = {:.0} bytes/article; keys: {keys} ({:.2}/article); used_memory_rss {:.0} MB",
         mem / 1e6,
-        mem / n as f64
+        mem / n as f64,
+        keys / n as f64,
+        field(&mem_info, "used_memory_rss") / 1e6
     );
-    // Commands run by a script are counted both in their own cmdstat and in the
-    // script's, so the sum over-counts; Redis CPU time is the honest total.
-    println!(
-        "redis CPU per check: {:.1} µs (cmdstat sum, double-counting script internals: {:.1} µs)",
-        cpu_s * 1e6 / n as f64,
-        total_usec / n as f64
-    );
-    for c in calls {
-        println!("  {c}");
+    if !preload && fill > 0 {
+        println!(
+            "fill: {:.0} checks/s, duplicates {fill_dups} (expected {}), client p50 {} µs, p99 {} µs",
+            fill as f64 / fill_wall.as_secs_f64(),
+            expected_dups(0..fill),
+            pct(&fill_lat, 50),
+            pct(&fill_lat, 99)
+        );
+    } else if preload {
+        println!("fill: {:.0} s", fill_wall.as_secs_f64());
     }
     println!(
-        "client (debug build unless --release) latency p50 {} µs, p99 {} µs; {:.0} checks/s",
-        lat[lat.len() / 2],
-        lat[lat.len() * 99 / 100],
-        n as f64 / wall.as_secs_f64()
+        "measured {m} checks: duplicates {dups} (expected {}), {:.0} checks/s",
+        expected_dups(fill..n),
+        m as f64 / wall.as_secs_f64()
     );
-    let _ = server.kill();
-    let _ = server.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "  redis CPU per check: {:.1} µs; scripts per check: {:.2}; commands run by scripts per check: {:.1}",
+        cpu_s * 1e6 / m as f64,
+        script_calls / m as f64,
+        inner_calls / m as f64
+    );
+    for (_, l) in lines {
+        println!("{l}");
+    }
+    for (sha, (calls, usec)) in &per_script {
+        let name = names
+            .iter()
+            .find(|(s, _)| s.get_hash() == sha)
+            .map_or(sha.as_str(), |(_, n)| n);
+        println!(
+            "  {name}.lua: {:.1} µs per call ({calls} calls in the slow log)",
+            *usec as f64 / *calls as f64
+        );
+    }
+    println!(
+        "  client latency p50 {} µs, p90 {} µs, p99 {} µs, max {} µs",
+        pct(&lat, 50),
+        pct(&lat, 90),
+        pct(&lat, 99),
+        lat.last().copied().unwrap_or(0)
+    );
+    if std::env::var("BENCH_BREAKDOWN").is_ok_and(|v| v == "1") {
+        // Memory by key family: MEMORY USAGE of every 10th key SCANned.
+        let mut c = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let mut by: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        let mut cursor = 0u64;
+        let mut seen = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(1000)
+                .query(&mut c)
+                .unwrap();
+            for k in batch {
+                seen += 1;
+                if seen % 10 != 0 {
+                    continue;
+                }
+                let fam = k.split(':').nth(2).unwrap_or("?").to_owned();
+                let bytes: u64 = redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(&k)
+                    .arg("SAMPLES")
+                    .arg(0)
+                    .query(&mut c)
+                    .unwrap_or(0);
+                let e = by.entry(fam).or_default();
+                e.0 += 10;
+                e.1 += bytes * 10;
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        for (fam, (keys, bytes)) in by {
+            println!(
+                "  family {fam}: ~{keys} keys, ~{:.0} bytes/article (MEMORY USAGE, sampled)",
+                bytes as f64 / n as f64
+            );
+        }
+    }
+    drop(server);
 }

@@ -1,81 +1,99 @@
--- gather.lua: read, in one atomic snapshot, everything a check needs. Decides
--- nothing: the worker computes distances in Rust (see docs/design.md) and then
--- calls commit.lua with the versions it read here.
---
--- All keys share the namespace's hash tag, so building names from the prefix
--- stays on one Redis Cluster slot.
+-- gather.lua: read what a check needs, except the block sets. Decides nothing
+-- and computes no distance (docs/design.md). The worker sends this script and,
+-- in the same pipeline right after it, the SMEMBERS of the block sets
+-- (plain commands: Redis copies set members into Lua and back at ~0.5 µs each,
+-- several times what a plain SMEMBERS costs). Reads need not be one atomic
+-- snapshot: every key read only grows, commit.lua checks that each still has the
+-- size read, and the counters, read here first, tell which buckets to check.
+-- Key names come from the worker (it knows each bucket's shape), so the script
+-- does no string arithmetic.
 --
 -- KEYS[1]  the bucket registry (ZSET label -> bucket start ms)
--- ARGV[1]  key prefix "simdedup:{NS}:"
--- ARGV[2]  article id
+-- ARGV[1]  key prefix "simdedup:{NS}:"     ARGV[2] article id
 -- ARGV[3]  lowest bucket start to probe (ms), ARGV[4] highest
--- ARGV[5..8] the four 16-bit SimHash blocks, 4 hex digits each
--- ARGV[9]  content hash, 16 hex ("" for an empty fingerprint: nothing is probed)
--- ARGV[10..] sentence hashes, 16 hex each
+-- ARGV[5]  (unused)
+-- ARGV[6]  content hash as a signed decimal ("" for an empty fingerprint:
+--          nothing is probed)
+-- ARGV[7]  D, then D distinct 16-bit SimHash blocks (4 hex each)
+-- then     S, then S sketch hashes in decimal (the s: fields)
+-- then     K, then K times: label, its c: key, its S s: keys (buckets whose
+--          shape the worker knows)
 --
 -- Returns {"replay", label, start, ids-value, fingerprint, meta} when the id is
--- already stored in any live bucket, else
--- {"snap", n, then n times: label, bucket start, counter, {members of block 0..3 as 4 arrays},
---  content-value, {sentence values}, {handle, fingerprint, handle, fingerprint, ...}}
+-- already stored in any live bucket;
+-- {"shape", label, bits, ...} when a bucket in range is not among the K (the
+-- worker learns the shapes and gathers again); else {"snap", n, then n times
+-- (every live bucket): label, start, counter, in range (0/1), content value,
+--   {S signature values}, {handle, fingerprint, meta, ...: the articles listed
+--   by the content and signature values}}
 local P, id = ARGV[1], ARGV[2]
+local lo, hi, cdec = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[6]
+local D = tonumber(ARGV[7])
+local S = tonumber(ARGV[8 + D])
+local i = 9 + D + S
+local names = {}
+for _ = 1, tonumber(ARGV[i]) do
+  names[ARGV[i + 1]] = i + 2
+  i = i + 2 + S
+end
 
-local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-for i = 1, #live, 2 do
-  local label = live[i]
+local live = redis.call('ZRANGE', KEYS[1], '0', '-1', 'WITHSCORES')
+for b = 1, #live, 2 do
+  local label = live[b]
   local v = redis.call('HGET', P .. 'i:' .. label, id)
   if v then
     local h = tonumber(string.sub(v, 18))
     local chunk = math.floor(h / 100)
-    return {'replay', label, live[i + 1], v,
+    return {'replay', label, live[b + 1], v,
       redis.call('HGET', P .. 'f:' .. label .. ':' .. chunk, h) or '',
       redis.call('HGET', P .. 'm:' .. label .. ':' .. chunk, h) or ''}
   end
 end
 
-local out = {'snap', 0}
-if ARGV[9] == '' then return out end
-local labels = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[3], ARGV[4], 'WITHSCORES')
-out[2] = #labels / 2
-for j = 1, #labels, 2 do
-  local label = labels[j]
-  local counter = redis.call('GET', P .. 'n:' .. label)
-  local seen, cands = {}, {}
-  local function add(h)
-    if not seen[h] then
-      seen[h] = true
-      local fp = redis.call('HGET', P .. 'f:' .. label .. ':' .. math.floor(tonumber(h) / 100), h)
-      -- A deleted article leaves its handle behind in the sets: skip it.
-      if fp then
-        cands[#cands + 1] = h
-        cands[#cands + 1] = fp
-      end
-    end
+local out = {'snap', #live / 2}
+local unknown = {'shape'}
+for b = 1, #live, 2 do
+  local label, start = live[b], tonumber(live[b + 1])
+  local nk = redis.call('HMGET', P .. 'n:' .. label, 'n', 'k')
+  local inrange = cdec ~= '' and nk[1] and nk[2] and start >= lo and start <= hi
+  if inrange and not names[label] then
+    unknown[#unknown + 1] = label
+    unknown[#unknown + 1] = nk[2]
   end
   out[#out + 1] = label
-  out[#out + 1] = labels[j + 1]
-  out[#out + 1] = counter or ''
-  for pos = 0, 3 do
-    local members = {}
-    if counter then
-      members = redis.call('SMEMBERS', P .. 'b:' .. label .. ':' .. pos .. ':' .. ARGV[5 + pos])
-      for _, h in ipairs(members) do add(h) end
+  out[#out + 1] = live[b + 1]
+  out[#out + 1] = nk[1] or ''
+  out[#out + 1] = inrange and 1 or 0
+  local svals, cands = {}, {}
+  local cv = ''
+  local at = names[label]
+  if inrange and at then
+    local seen = {}
+    local function add(h)
+      if not seen[h] then
+        seen[h] = true
+        local chunk = string.sub(h, 1, -3)
+        if chunk == '' then chunk = '0' end
+        local fp = redis.call('HGET', P .. 'f:' .. label .. ':' .. chunk, h)
+        -- A deleted article leaves its handle behind in the lists: skip it.
+        if fp then
+          cands[#cands + 1] = h
+          cands[#cands + 1] = fp
+          cands[#cands + 1] = redis.call('HGET', P .. 'm:' .. label .. ':' .. chunk, h) or ''
+        end
+      end
     end
-    out[#out + 1] = members
+    cv = redis.call('HGET', ARGV[at], cdec) or ''
+    for h in string.gmatch(cv, '%d+') do add(h) end
+    for s = 1, S do
+      local sv = redis.call('HGET', ARGV[at + s], ARGV[8 + D + s]) or ''
+      for h in string.gmatch(sv, '%d+') do add(h) end
+      svals[s] = sv
+    end
   end
-  local c = ARGV[9]
-  local cv = counter and redis.call('HGET', P .. 'c:' .. label .. ':' .. string.sub(c, 1, 3), string.sub(c, 4)) or ''
-  cv = cv or ''
-  for h in string.gmatch(cv, '%d+') do add(h) end
   out[#out + 1] = cv
-  local svals = {}
-  for k = 10, #ARGV do
-    local s = ARGV[k]
-    local sv = counter and redis.call('HGET', P .. 's:' .. label .. ':' .. string.sub(s, 1, 4), string.sub(s, 5)) or ''
-    sv = sv or ''
-    for h in string.gmatch(sv, '%d+') do add(h) end
-    svals[#svals + 1] = sv
-  end
   out[#out + 1] = svals
   out[#out + 1] = cands
 end
+if #unknown > 1 then return unknown end
 return out

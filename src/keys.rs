@@ -37,16 +37,18 @@ impl Keys {
     }
 
     // ---- The Redis index (see `docs/redis-keys.md`). `label` is a bucket label
-    // from [`bucket_label`]; `handle` is an article's number inside its bucket.
-    // The Lua scripts in `lua/` build the same names from the prefix: keep the two
-    // in step (the Redis tests read keys through these builders).
+    // from [`bucket_label`]; `handle` is an article's number inside its bucket;
+    // `bits` is the bucket's shape (field `k` of its counter hash, see
+    // [`shape_bits`]). The Lua scripts in `lua/` build the same names from the
+    // prefix: keep the two in step (the Redis tests read keys through these builders).
 
     /// ZSET of live time buckets: member = label, score = bucket start (unix ms).
     pub fn buckets(&self) -> String {
         format!("{}buckets", self.prefix)
     }
 
-    /// STRING counter allocating handles inside bucket `label`.
+    /// HASH of bucket `label`: field `n` = handle counter (HINCRBY), field `k` =
+    /// the bucket's shape bits.
     pub fn counter(&self, label: &str) -> String {
         format!("{}n:{label}", self.prefix)
     }
@@ -61,7 +63,8 @@ impl Keys {
         format!("{}f:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
 
-    /// HASH handle → article id and verdict, chunked like [`Keys::fingerprints`].
+    /// HASH handle → time, words, article id and verdict, chunked like
+    /// [`Keys::fingerprints`].
     pub fn metas(&self, label: &str, handle: u64) -> String {
         format!("{}m:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
@@ -71,26 +74,44 @@ impl Keys {
         format!("{}d:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
 
-    /// SET of handles whose SimHash has `value` as 16-bit block `position` (0 = high).
-    pub fn block(&self, label: &str, position: usize, value: u16) -> String {
-        format!("{}b:{label}:{position}:{value:04x}", self.prefix)
+    /// SET of the SimHashes (signed decimal, see
+    /// [`simhash_member`](crate::index::redis::simhash_member)) of the articles
+    /// having the 16-bit value `value` as one of their four blocks.
+    pub fn block(&self, label: &str, value: u16) -> String {
+        format!("{}b:{label}:{value:04x}", self.prefix)
     }
 
-    /// (HASH key, field) holding the handles with content hash `hash`.
-    pub fn content(&self, label: &str, hash: u64) -> (String, String) {
-        let hex = format!("{hash:016x}");
+    /// (HASH key, field) listing the handles of the articles whose SimHash is
+    /// `simhash`; the field is the block sets' member for it.
+    pub fn simhashes(&self, label: &str, bits: u32, simhash: u64) -> (String, String) {
         (
-            format!("{}c:{label}:{}", self.prefix, &hex[..3]),
-            hex[3..].to_owned(),
+            format!(
+                "{}h:{label}:{}",
+                self.prefix,
+                top_bits_hex(simhash, 64, bits)
+            ),
+            (simhash as i64).to_string(),
         )
     }
 
-    /// (HASH key, field) holding the handles with sentence hash `hash`.
-    pub fn sentence(&self, label: &str, hash: u64) -> (String, String) {
-        let hex = format!("{hash:016x}");
+    /// (HASH key, field) listing the handles of the articles with content hash `hash`.
+    pub fn content(&self, label: &str, bits: u32, hash: u64) -> (String, String) {
         (
-            format!("{}s:{label}:{}", self.prefix, &hex[..4]),
-            hex[4..].to_owned(),
+            format!("{}c:{label}:{}", self.prefix, top_bits_hex(hash, 64, bits)),
+            (hash as i64).to_string(),
+        )
+    }
+
+    /// (HASH key, field) listing the handles of the articles indexed under sketch
+    /// hash `hash` (one of their `lookup_signatures` smallest).
+    pub fn signature(&self, label: &str, bits: u32, hash: u32) -> (String, String) {
+        (
+            format!(
+                "{}s:{label}:{}",
+                self.prefix,
+                top_bits_hex(u64::from(hash), 32, bits + SIGNATURE_EXTRA_BITS)
+            ),
+            hash.to_string(),
         )
     }
 }
@@ -100,6 +121,40 @@ impl Keys {
 /// a person can find a handle's hash by dropping its last two digits.
 pub const HANDLES_PER_CHUNK: u64 = 100;
 
+/// Articles per `h:`/`c:` key a bucket's shape aims at (and per `s:` key, which
+/// gets [`SIGNATURE_EXTRA_BITS`] more bits for its 4 entries per article): well
+/// under Redis's `hash-max-listpack-entries` (128), so the hashes stay listpacks
+/// even if a bucket gets 2.5 times the articles it was shaped for.
+pub const ARTICLES_PER_KEY: u64 = 48;
+
+/// `s:` keys are split `2^SIGNATURE_EXTRA_BITS` times finer than `h:`/`c:` keys.
+pub const SIGNATURE_EXTRA_BITS: u32 = 2;
+
+/// Largest shape (so that `s:` keys use at most 24 bits, which the Lua scripts
+/// compute from the first 6 hex digits).
+pub const MAX_SHAPE_BITS: u32 = 22;
+
+/// The shape of a bucket expected to hold `articles`: `h:`/`c:` keys are split
+/// by the top `bits` bits of the hash, `s:` keys by `bits + 2`, so that each
+/// holds about [`ARTICLES_PER_KEY`] entries (between half and all of it).
+/// `lua/commit.lua` computes the same when it opens a bucket.
+pub fn shape_bits(articles: u64) -> u32 {
+    let per_key = articles.div_ceil(ARTICLES_PER_KEY).max(1);
+    (u64::BITS - (per_key - 1).leading_zeros()).min(MAX_SHAPE_BITS)
+}
+
+/// The top `bits` bits of a `width`-bit value in hex, zero-padded to
+/// `ceil(bits / 4)` digits (at least one).
+pub fn top_bits_hex(value: u64, width: u32, bits: u32) -> String {
+    let top = if bits == 0 {
+        0
+    } else {
+        value >> (width - bits)
+    };
+    let digits = bits.div_ceil(4).max(1) as usize;
+    format!("{top:0digits$x}")
+}
+
 /// The label of the time bucket starting at `start_ms` (unix ms, UTC):
 /// `YYYYMMDDHH`, readable in `redis-cli` and sorted like time.
 pub fn bucket_label(start_ms: i64) -> String {
@@ -108,6 +163,27 @@ pub fn bucket_label(start_ms: i64) -> String {
     let hour = secs.rem_euclid(86_400) / 3600;
     let (y, m, d) = civil_from_days(days);
     format!("{y:04}{m:02}{d:02}{hour:02}")
+}
+
+/// Start (unix ms) of the bucket labelled `label` (inverse of [`bucket_label`]).
+pub fn bucket_start_of(label: &str) -> Option<i64> {
+    if label.len() != 10 || !label.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| label[r].parse::<i64>().ok();
+    let (y, m, d, h) = (num(0..4)?, num(4..6)?, num(6..8)?, num(8..10)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 {
+        return None;
+    }
+    // H. Hinnant's days_from_civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600) * 1000)
 }
 
 /// Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
@@ -160,21 +236,54 @@ mod tests {
         assert_eq!(bucket_label(1_736_085_600_000), "2025010514");
         assert_eq!(bucket_label(951_782_400_000), "2000022900");
         assert_eq!(bucket_label(-3_600_000), "1969123123");
+        for t in [
+            0,
+            1_736_085_600_000,
+            951_782_400_000,
+            -3_600_000,
+            4_102_444_800_000,
+        ] {
+            assert_eq!(bucket_start_of(&bucket_label(t)), Some(t));
+        }
+        assert_eq!(bucket_start_of("2025013"), None);
         assert_eq!(k.buckets(), "simdedup:{news}:buckets");
         assert_eq!(k.counter("2025010500"), "simdedup:{news}:n:2025010500");
         assert_eq!(k.ids("2025010500"), "simdedup:{news}:i:2025010500");
         assert_eq!(k.fingerprints("L", 12_345), "simdedup:{news}:f:L:123");
         assert_eq!(k.metas("L", 99), "simdedup:{news}:m:L:0");
         assert_eq!(k.links("L", 100), "simdedup:{news}:d:L:1");
-        assert_eq!(k.block("L", 2, 0xab), "simdedup:{news}:b:L:2:00ab");
+        assert_eq!(k.block("L", 0xab), "simdedup:{news}:b:L:00ab");
         assert_eq!(
-            k.content("L", 0x0123_4567_89ab_cdef),
-            ("simdedup:{news}:c:L:012".into(), "3456789abcdef".into())
+            k.simhashes("L", 13, 0x0123_4567_89ab_cdef),
+            (
+                "simdedup:{news}:h:L:0024".into(),
+                "81985529216486895".into()
+            )
         );
         assert_eq!(
-            k.sentence("L", 0x0123_4567_89ab_cdef),
-            ("simdedup:{news}:s:L:0123".into(), "456789abcdef".into())
+            k.content("L", 0, u64::MAX),
+            ("simdedup:{news}:c:L:0".into(), "-1".into())
         );
+        assert_eq!(
+            k.signature("L", 6, 0xaaaa_bbbb),
+            ("simdedup:{news}:s:L:aa".into(), "2863315899".into())
+        );
+    }
+
+    #[test]
+    fn shapes_keep_keys_small() {
+        assert_eq!(shape_bits(0), 0);
+        assert_eq!(shape_bits(48), 0);
+        assert_eq!(shape_bits(49), 1);
+        assert_eq!(shape_bits(500_000), 14);
+        assert_eq!(shape_bits(u64::MAX), MAX_SHAPE_BITS);
+        for n in [1_000u64, 77_777, 500_000, 5_000_000] {
+            let per_key = n as f64 / (1u64 << shape_bits(n)) as f64;
+            assert!(per_key <= ARTICLES_PER_KEY as f64 && per_key > ARTICLES_PER_KEY as f64 / 2.0);
+        }
+        assert_eq!(top_bits_hex(0xfedc_ba98_7654_3210, 64, 13), "1fdb");
+        assert_eq!(top_bits_hex(0xfedc_ba98, 32, 8), "fe");
+        assert_eq!(top_bits_hex(0xfedc_ba98, 32, 0), "0");
     }
 
     #[test]

@@ -78,7 +78,7 @@ async fn every_key_carries_a_ttl_within_window_plus_bucket() {
         .collect();
     assert_eq!(
         families,
-        ["b", "buckets", "c", "d", "f", "i", "m", "n", "s"]
+        ["b", "buckets", "c", "d", "f", "h", "i", "m", "n", "s"]
             .into_iter()
             .collect()
     );
@@ -141,34 +141,71 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.ids(&label), "article-1"])),
         "0123456789abcdef:1"
     );
-    let members: Vec<u64> =
-        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 0, 0x0123)])).unwrap();
-    assert_eq!(members, vec![1, 2]);
-    let members: Vec<u64> =
-        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 3, 0xcdef)])).unwrap();
-    assert_eq!(members, vec![1]);
-    let (ck, cf) = k.content(&label, 0xfeed);
-    assert_eq!(s(q(&mut c, &["HGET", &ck, &cf])), "1");
-    let (sk, sf) = k.sentence(&label, 0xaaaa_bbbb);
-    assert_eq!(s(q(&mut c, &["HGET", &sk, &sf])), "1");
+    // The bucket's counter and shape: a first bucket is shaped for
+    // expected_articles (1 M per 48 h window, so 500,000 per 24 h bucket).
+    assert_eq!(
+        s(q(&mut c, &["HGET", &k.counter(&label), "k"])),
+        simdedup::keys::shape_bits(500_000).to_string()
+    );
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "k"])), "14");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "n"])), "2");
+    // Block sets hold SimHashes as signed decimals.
+    let members: Vec<String> =
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 0x0123)])).unwrap();
+    assert_eq!(members, vec!["81985529216486894", "81985529216486895"]);
+    assert_eq!(
+        k.block(&label, 0x0123),
+        format!("simdedup:{{news}}:b:{label}:0123")
+    );
+    let members: Vec<String> =
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 0xcdef)])).unwrap();
+    assert_eq!(members, vec!["81985529216486895"]);
+    // A member to its handles (one HGET), handles to ids and verdicts.
+    let (hk, hf) = k.simhashes(&label, 14, 0x0123_4567_89ab_cdef);
+    assert_eq!(
+        (hk.as_str(), hf.as_str()),
+        (
+            format!("simdedup:{{news}}:h:{label}:0048").as_str(),
+            "81985529216486895"
+        )
+    );
+    assert_eq!(s(q(&mut c, &["HGET", &hk, &hf])), "1");
+    let offset = t - idx.bucket_start(t);
     assert_eq!(
         s(q(&mut c, &["HGET", &k.metas(&label, 1), "1"])),
-        "u|article-1"
+        format!("{offset}|40|u|article-1")
     );
     assert_eq!(
         s(q(&mut c, &["HGET", &k.metas(&label, 2), "2"])),
-        "d|1|simhash|9|9|article-1article-1article-2"
+        format!("{offset}|40|d|1|h|9|article-1article-2")
     );
+    let (ck, cf) = k.content(&label, 14, 0xfeed);
+    assert_eq!(
+        (ck.as_str(), cf.as_str()),
+        (
+            format!("simdedup:{{news}}:c:{label}:0000").as_str(),
+            "65261"
+        )
+    );
+    assert_eq!(s(q(&mut c, &["HGET", &ck, &cf])), "1");
+    let (sk, sf) = k.signature(&label, 14, 0xaaaa_bbbb);
+    assert_eq!(
+        (sk.as_str(), sf.as_str()),
+        (
+            format!("simdedup:{{news}}:s:{label}:aaaa").as_str(),
+            "2863315899"
+        )
+    );
+    assert_eq!(s(q(&mut c, &["HGET", &sk, &sf])), "1");
     assert_eq!(
         s(q(&mut c, &["HGET", &k.links(&label, 1), "1"])),
         format!("{label}:2")
     );
-    assert_eq!(s(q(&mut c, &["GET", &k.counter(&label)])), "2");
     let packed: Vec<u8> =
         redis::from_redis_value(q(&mut c, &["HGET", &k.fingerprints(&label, 1), "1"])).unwrap();
-    let (back, ts) =
-        simdedup::index::redis::decode_fingerprint(&packed, idx.bucket_start(t)).unwrap();
-    assert_eq!((back, ts), (a.fingerprint.clone(), t));
+    assert_eq!(packed.len(), 16 + 4);
+    let back = simdedup::index::redis::decode_fingerprint(&packed, 40).unwrap();
+    assert_eq!(back, a.fingerprint);
     let buckets: Vec<String> =
         redis::from_redis_value(q(&mut c, &["ZRANGE", &k.buckets(), "0", "-1"])).unwrap();
     assert_eq!(buckets, vec![label]);
@@ -288,6 +325,43 @@ async fn racing_copies_of_one_id_insert_it_once() {
         .query(&mut conn)
         .unwrap();
     assert_eq!(n, 5);
+}
+
+/// Copies with one SimHash racing where that SimHash is already a block set
+/// member (a deleted article's tombstone): adding them does not grow the block
+/// sets, so only the `h:` list's length tells a commit someone got there first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_copies_of_a_known_simhash_keep_one() {
+    let server = RedisServer::start();
+    let mut indexes = Vec::new();
+    for _ in 0..4 {
+        indexes.push(connect(&server.url(), "samesim").await);
+    }
+    let t = now_ms();
+    for round in 0..5u64 {
+        let simhash = S.rotate_left(round as u32 * 7);
+        let gone = entry(&format!("gone-{round}"), t, fp(simhash, 1_000 + round, &[]));
+        indexes[0].check_and_insert(&gone).await.unwrap();
+        assert!(indexes[0].delete(&gone.id).await.unwrap());
+        let tasks: Vec<_> = (0..8u64)
+            .map(|k| {
+                let idx = indexes[k as usize % 4].clone();
+                // Same SimHash, different content and no sketch: only the
+                // SimHash signal links them.
+                let e = entry(
+                    &format!("same-{round}-{k}"),
+                    t + k as i64,
+                    fp(simhash, 10_000 * (round + 1) + k, &[]),
+                );
+                tokio::spawn(async move { idx.check_and_insert(&e).await.unwrap() })
+            })
+            .collect();
+        let mut kept = 0;
+        for task in tasks {
+            kept += usize::from(!task.await.unwrap().verdict.is_duplicate());
+        }
+        assert_eq!(kept, 1, "round {round}");
+    }
 }
 
 fn idx_label(idx: &RedisIndex, t: i64) -> String {

@@ -100,7 +100,17 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_nothing() {
     let server = RedisServer::start();
     let keys = Keys::new("crash");
     let mut conn = server.connection();
-    let total = 1500usize;
+    let total = 3000usize;
+    let (port_a, port_b) = (free_port(), free_port());
+    let mut a = spawn_worker(&server, "crash", "a", port_a);
+    let mut b = spawn_worker(&server, "crash", "b", port_b);
+    // Both must be reading before the articles arrive, or the first one up may
+    // finish them all while the other is still loading its dictionaries.
+    wait_until("both workers ready", LIMIT, || {
+        [port_a, port_b]
+            .iter()
+            .all(|&p| matches!(http_get(p, "/readyz"), Some((200, _))))
+    });
     let mut pipe = redis::pipe();
     for i in 0..total {
         pipe.cmd("XADD")
@@ -113,9 +123,6 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_nothing() {
             .ignore();
     }
     pipe.query::<()>(&mut conn).unwrap();
-    let (port_a, port_b) = (free_port(), free_port());
-    let mut a = spawn_worker(&server, "crash", "a", port_a);
-    let mut b = spawn_worker(&server, "crash", "b", port_b);
     // Kill `a` while it holds entries: outputs are flowing and `a` has pending ones.
     wait_until("a is mid-stream", LIMIT, || {
         let n = xlen(&mut conn, &keys.output_stream());

@@ -23,26 +23,28 @@ mod conn;
 
 pub use codec::{
     decode_fingerprint, decode_id_value, decode_meta, encode_fingerprint, encode_id_value,
-    encode_meta,
+    encode_meta, parse_handles, parse_simhash_member, simhash_member, Meta,
 };
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use ::redis::{Script, Value};
 
 use self::conn::Conn;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
-use crate::decision::{classify, decide, CandidateView, DecisionConfig};
+use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
-use crate::keys::{bucket_label, validate_namespace, Keys};
-use crate::simhash::blocks;
+use crate::keys::{bucket_label, shape_bits, validate_namespace, Keys};
+use crate::simhash::hamming;
 
 static GATHER: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/gather.lua")));
 static COMMIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/commit.lua")));
+static RESOLVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/resolve.lua")));
 static LOOKUP: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/lookup.lua")));
 static DELETE: LazyLock<Script> =
@@ -80,6 +82,11 @@ pub struct RedisIndexOptions {
     pub connection_timeout: Duration,
     /// Optimistic rounds before giving up with [`IndexError::Contention`].
     pub max_attempts: u32,
+    /// Articles expected per window, used only to shape a namespace's first
+    /// bucket (how finely its `h:`/`c:`/`s:` hashes are split, see
+    /// `docs/redis-keys.md`); later buckets are shaped by the size of the bucket
+    /// before them. A wrong guess costs memory, never correctness.
+    pub expected_articles: u64,
 }
 
 impl Default for RedisIndexOptions {
@@ -91,6 +98,7 @@ impl Default for RedisIndexOptions {
             response_timeout: Duration::from_secs(2),
             connection_timeout: Duration::from_secs(5),
             max_attempts: 64,
+            expected_articles: 1_000_000,
         }
     }
 }
@@ -108,6 +116,11 @@ struct Inner {
     config: DecisionConfig,
     bucket_ms: i64,
     max_attempts: u32,
+    /// Shape bits of a bucket with no older bucket to size it by.
+    default_shape: u32,
+    /// Shapes of the buckets seen so far (label → (start, bits)); a bucket's
+    /// shape never changes, so the key names are computed here, not in Lua.
+    shapes: Mutex<HashMap<String, (i64, u32)>>,
 }
 
 impl std::fmt::Debug for RedisIndex {
@@ -202,6 +215,11 @@ impl RedisIndex {
                 "cannot read maxmemory-policy (CONFIG disabled or denied?); make sure it is noeviction"
             ),
         }
+        let default_shape = shape_bits(
+            (u128::from(options.expected_articles) * u128::from(bucket_ms)
+                / u128::from(config.window_ms.max(1)))
+            .min(u128::from(u64::MAX)) as u64,
+        );
         Ok(RedisIndex {
             inner: Arc::new(Inner {
                 conn,
@@ -209,6 +227,8 @@ impl RedisIndex {
                 config,
                 bucket_ms: bucket_ms as i64,
                 max_attempts: options.max_attempts.max(1),
+                default_shape,
+                shapes: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -258,10 +278,10 @@ impl RedisIndex {
 
     async fn check(&self, entry: &IndexEntry, write: bool) -> Result<Outcome, IndexError> {
         let inner = &self.inner;
-        let probe = Probe::new(entry, &inner.config, inner.bucket_ms);
+        let probe = Probe::new(entry, &inner.config, inner.bucket_ms, inner.default_shape);
         let mut conn = inner.conn.clone();
         for _ in 0..inner.max_attempts {
-            let snap = match self.gather(&mut conn, entry, &probe).await? {
+            let mut snap = match self.gather(&mut conn, entry, &probe).await? {
                 Gathered::Replay(stored) => {
                     return Ok(Outcome {
                         verdict: stored.verdict,
@@ -270,7 +290,7 @@ impl RedisIndex {
                 }
                 Gathered::Snapshot(s) => s,
             };
-            let verdict = self.decide(&mut conn, entry, &snap).await?;
+            let verdict = self.decide(&mut conn, entry, &mut snap).await?;
             if !write {
                 return Ok(Outcome {
                     verdict,
@@ -304,6 +324,22 @@ impl RedisIndex {
         })
     }
 
+    /// Bucket shapes known for the probed range: (label, bits).
+    fn known_shapes(&self, probe: &Probe) -> Vec<(String, u32)> {
+        let mut shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
+        // Forget buckets long gone (a bucket is never re-created once expired).
+        let window = i64::try_from(self.inner.config.window_ms).unwrap_or(i64::MAX);
+        let horizon = probe
+            .lo
+            .saturating_sub(window.saturating_add(self.inner.bucket_ms));
+        shapes.retain(|_, (start, _)| *start >= horizon);
+        shapes
+            .iter()
+            .filter(|(_, (start, _))| (probe.lo..=probe.hi).contains(start))
+            .map(|(label, (_, bits))| (label.clone(), *bits))
+            .collect()
+    }
+
     async fn gather(
         &self,
         conn: &mut Conn,
@@ -311,113 +347,215 @@ impl RedisIndex {
         probe: &Probe,
     ) -> Result<Gathered, IndexError> {
         let keys = &self.inner.keys;
-        let mut inv = GATHER.key(keys.buckets());
-        inv.arg(keys.prefix())
-            .arg(&entry.id)
-            .arg(probe.lo)
-            .arg(probe.hi);
-        for b in &probe.blocks {
-            inv.arg(b);
-        }
-        inv.arg(&probe.content);
-        for s in &probe.sentences {
-            inv.arg(s);
-        }
-        let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
-        let mut it = array(reply)?.into_iter();
-        let kind = string(it.next())?;
-        if kind == "replay" {
-            let rest: Vec<Value> = it.collect();
-            return Ok(Gathered::Replay(parse_stored(&entry.id, rest)?));
-        }
-        let n = int(it.next())? as usize;
-        let mut buckets = Vec::with_capacity(n);
-        for _ in 0..n {
-            let label = string(it.next())?;
-            let start = int(it.next())?;
-            let counter = string(it.next())?;
-            let mut block_sizes = [0usize; 4];
-            for size in &mut block_sizes {
-                *size = array(it.next().unwrap_or(Value::Nil))?.len();
+        for _ in 0..3 {
+            let known = self.known_shapes(probe);
+            let mut inv = GATHER.key(keys.buckets());
+            inv.arg(keys.prefix())
+                .arg(&entry.id)
+                .arg(probe.lo)
+                .arg(probe.hi)
+                .arg(&probe.label)
+                .arg(&probe.content_dec)
+                .arg(probe.blocks.len());
+            for b in &probe.blocks {
+                inv.arg(b);
             }
-            let content_len = bytes(it.next())?.len();
-            let sentence_lens = array(it.next().unwrap_or(Value::Nil))?
-                .into_iter()
-                .map(|v| bytes(Some(v)).map(|b| b.len()))
-                .collect::<Result<Vec<_>, _>>()?;
-            let mut cands = Vec::new();
-            let mut flat = array(it.next().unwrap_or(Value::Nil))?.into_iter();
-            while let (Some(h), Some(fp)) = (flat.next(), flat.next()) {
-                cands.push((int(Some(h))? as u64, bytes(Some(fp))?));
+            inv.arg(probe.signatures.len());
+            for s in &probe.signatures {
+                inv.arg(s.to_string());
             }
-            buckets.push(BucketSnap {
-                label,
-                start,
-                counter,
-                block_sizes,
-                content_len,
-                sentence_lens,
-                cands,
-            });
+            inv.arg(known.len());
+            for (label, bits) in &known {
+                inv.arg(label)
+                    .arg(keys.content(label, *bits, probe.content).0);
+                for s in &probe.signatures {
+                    inv.arg(keys.signature(label, *bits, *s).0);
+                }
+            }
+            // The block sets, read after the script (so after the counters) in
+            // the same round trip, by plain commands.
+            let mut pipe = ::redis::pipe();
+            pipe.invoke_script(&inv);
+            let mut asked: Vec<(&str, usize)> = Vec::new();
+            for (label, _) in &known {
+                let names = probe
+                    .block_values
+                    .iter()
+                    .map(|b| keys.block(label, *b))
+                    .collect::<Vec<_>>();
+                for name in names {
+                    pipe.cmd("SMEMBERS").arg(name);
+                }
+                asked.push((label, probe.block_values.len()));
+            }
+            let replies: Vec<Value> = match pipe.query_async(conn).await {
+                Err(e)
+                    if e.kind()
+                        == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) =>
+                {
+                    GATHER.load_async(conn).await.map_err(backend)?;
+                    pipe.query_async(conn).await.map_err(backend)?
+                }
+                r => r.map_err(backend)?,
+            };
+            let mut replies = replies.into_iter();
+            let reply = replies.next().unwrap_or(Value::Nil);
+            let mut block_members: HashMap<&str, Vec<Vec<u64>>> = HashMap::new();
+            for (label, n) in asked {
+                let mut sets = Vec::with_capacity(n);
+                for _ in 0..n {
+                    sets.push(
+                        array(replies.next().unwrap_or(Value::Nil))?
+                            .into_iter()
+                            .map(|m| {
+                                parse_simhash_member(&bytes(Some(m))?).ok_or_else(|| {
+                                    bad_reply("a block set member is not an integer")
+                                })
+                            })
+                            .collect::<Result<Vec<u64>, _>>()?,
+                    );
+                }
+                block_members.insert(label, sets);
+            }
+            let mut it = array(reply)?.into_iter();
+            let kind = string(it.next())?;
+            if kind == "replay" {
+                let rest: Vec<Value> = it.collect();
+                return Ok(Gathered::Replay(parse_stored(&entry.id, rest)?));
+            }
+            if kind == "shape" {
+                let mut learned = Vec::new();
+                while let (Some(label), Some(bits)) = (it.next(), it.next()) {
+                    learned.push((string(Some(label))?, int(Some(bits))? as u32));
+                }
+                let mut shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
+                for (label, bits) in learned {
+                    let start = crate::keys::bucket_start_of(&label)
+                        .ok_or_else(|| bad_reply(&format!("bucket label {label:?}")))?;
+                    shapes.insert(label, (start, bits));
+                }
+                continue;
+            }
+            let n = int(it.next())? as usize;
+            let mut buckets = Vec::with_capacity(n);
+            for _ in 0..n {
+                let label = string(it.next())?;
+                let start = int(it.next())?;
+                let counter = string(it.next())?;
+                let in_range = int(it.next())? == 1;
+                let members = block_members.remove(label.as_str()).unwrap_or_default();
+                let content_value = bytes(it.next())?;
+                let signature_values = array(it.next().unwrap_or(Value::Nil))?
+                    .into_iter()
+                    .map(|v| bytes(Some(v)))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let mut cands = Vec::new();
+                parse_cands(
+                    &label,
+                    start,
+                    array(it.next().unwrap_or(Value::Nil))?,
+                    &mut cands,
+                )?;
+                let bits = in_range
+                    .then(|| known.iter().find(|(l, _)| *l == label).map(|(_, b)| *b))
+                    .flatten();
+                buckets.push(BucketSnap {
+                    in_range: in_range && bits.is_some(),
+                    bits,
+                    label,
+                    start,
+                    counter,
+                    members,
+                    content_value,
+                    signature_values,
+                    resolved: Vec::new(),
+                    cands,
+                });
+            }
+            return Ok(Gathered::Snapshot(Snapshot { buckets }));
         }
-        Ok(Gathered::Snapshot(Snapshot { buckets }))
+        Err(bad_reply("bucket shapes keep changing"))
     }
 
-    /// Compute distances and decide, exactly as the embedded index does. Only the
-    /// candidates that match get their ids fetched (ties are broken by id).
+    /// Compute distances and decide, exactly as the embedded index does. Block
+    /// set members within `max_distance` are resolved to their articles with one
+    /// more round trip (resolve.lua); content and signature candidates came with
+    /// the gather.
     async fn decide(
         &self,
         conn: &mut Conn,
         entry: &IndexEntry,
-        snap: &Snapshot,
+        snap: &mut Snapshot,
     ) -> Result<Verdict, IndexError> {
         let cfg = &self.inner.config;
+        let keys = &self.inner.keys;
         let fp = &entry.fingerprint;
         if fp.is_empty() {
             return Ok(Verdict::Unique);
         }
-        let mut hits: Vec<(&str, u64, Fingerprint, i64)> = Vec::new();
-        for b in &snap.buckets {
-            for (h, packed) in &b.cands {
-                let (cfp, ts) =
-                    decode_fingerprint(packed, b.start).map_err(|reason| IndexError::Corrupt {
-                        id: format!("{}:{h}", b.label),
-                        reason,
-                    })?;
-                let view = candidate("", &cfp, ts);
-                if cfg.in_window(entry.ts_ms, ts) && classify(fp, &view, cfg).is_some() {
-                    hits.push((&b.label, *h, cfp, ts));
+        let mut near: Vec<(usize, Vec<(String, String)>)> = Vec::new();
+        for (n, b) in snap.buckets.iter().enumerate() {
+            let (Some(bits), true) = (b.bits, b.in_range) else {
+                continue;
+            };
+            let mut seen: Vec<u64> = Vec::new();
+            for &m in b.members.iter().flatten() {
+                if hamming(fp.simhash, m) <= cfg.max_distance && !seen.contains(&m) {
+                    seen.push(m);
+                }
+            }
+            if !seen.is_empty() {
+                near.push((
+                    n,
+                    seen.into_iter()
+                        .map(|m| keys.simhashes(&b.label, bits, m))
+                        .collect(),
+                ));
+            }
+        }
+        if !near.is_empty() {
+            let mut inv = RESOLVE.key(keys.buckets());
+            inv.arg(keys.prefix());
+            for (n, fields) in &near {
+                inv.arg(&snap.buckets[*n].label).arg(fields.len());
+                for (key, field) in fields {
+                    inv.arg(key).arg(field);
+                }
+            }
+            let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
+            let mut it = array(reply)?.into_iter();
+            for (n, fields) in near {
+                let b = &mut snap.buckets[n];
+                for (key, field) in fields {
+                    let mut pair = array(it.next().unwrap_or(Value::Nil))?.into_iter();
+                    let value = bytes(pair.next())?;
+                    parse_cands(
+                        &b.label,
+                        b.start,
+                        array(pair.next().unwrap_or(Value::Nil))?,
+                        &mut b.cands,
+                    )?;
+                    b.resolved.push((key, field, value));
                 }
             }
         }
-        if hits.is_empty() {
-            return Ok(Verdict::Unique);
-        }
-        let mut pipe = ::redis::pipe();
-        for (label, h, _, _) in &hits {
-            pipe.cmd("HGET")
-                .arg(self.inner.keys.metas(label, *h))
-                .arg(*h);
-        }
-        let metas: Vec<Option<Vec<u8>>> = pipe.query_async(conn).await.map_err(backend)?;
-        let mut known: Vec<(String, Verdict, &Fingerprint, i64)> = Vec::new();
-        for ((label, h, cfp, ts), meta) in hits.iter().zip(metas) {
-            // Deleted since the gather: as if deleted before it.
-            let Some(meta) = meta else { continue };
-            let (id, verdict) = decode_meta(&meta).map_err(|reason| IndexError::Corrupt {
-                id: format!("{label}:{h}"),
-                reason,
-            })?;
-            known.push((id, verdict, cfp, *ts));
-        }
-        let views = known.iter().map(|(id, _, cfp, ts)| candidate(id, cfp, *ts));
+        let mut all: Vec<&Cand> = snap.buckets.iter().flat_map(|b| &b.cands).collect();
+        all.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
+        all.dedup_by(|a, b| a.label == b.label && a.handle == b.handle);
+        let views = all.iter().map(|c| CandidateView {
+            id: &c.meta.id,
+            simhash: c.fp.simhash,
+            content: c.fp.content,
+            signatures: &c.fp.signatures,
+            ts_ms: c.ts_ms,
+        });
         Ok(match decide(fp, entry.ts_ms, views, cfg) {
             None => Verdict::Unique,
             Some(m) => {
-                let root = known
+                let root = all
                     .iter()
-                    .find(|(id, ..)| *id == m.id)
-                    .and_then(|(_, v, ..)| v.duplicate().map(|d| d.dup_of.clone()));
+                    .find(|c| c.meta.id == m.id)
+                    .and_then(|c| c.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
                 Verdict::from_match(m, root.as_deref())
             }
         })
@@ -431,39 +569,7 @@ impl RedisIndex {
         snap: &Snapshot,
         verdict: &Verdict,
     ) -> Result<Committed, IndexError> {
-        let inner = &self.inner;
-        let keys = &inner.keys;
-        let fp = &entry.fingerprint;
-        let mut inv = COMMIT.key(keys.buckets());
-        inv.arg(keys.prefix())
-            .arg(&entry.id)
-            .arg(probe.lo)
-            .arg(probe.hi)
-            .arg(&probe.label)
-            .arg(probe.start)
-            .arg(inner.bucket_ms as u64 + inner.config.window_ms)
-            .arg(format!("{:016x}", fp.simhash))
-            .arg(encode_fingerprint(fp, entry.ts_ms, probe.start))
-            .arg(encode_meta(&entry.id, verdict));
-        for b in &probe.blocks {
-            inv.arg(b);
-        }
-        inv.arg(&probe.content).arg(probe.sentences.len());
-        for s in &probe.sentences {
-            inv.arg(s);
-        }
-        inv.arg(verdict.duplicate().map_or("", |d| d.dup_of.as_str()));
-        inv.arg(snap.buckets.len());
-        for b in &snap.buckets {
-            inv.arg(&b.label).arg(&b.counter);
-            for size in b.block_sizes {
-                inv.arg(size);
-            }
-            inv.arg(b.content_len);
-            for len in &b.sentence_lens {
-                inv.arg(*len);
-            }
-        }
+        let inv = self.commit_invocation(entry, probe, Some(snap), verdict);
         let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
         let mut it = array(reply)?.into_iter();
         Ok(match string(it.next())?.as_str() {
@@ -476,6 +582,111 @@ impl RedisIndex {
             }
             other => return Err(bad_reply(other)),
         })
+    }
+
+    /// The commit.lua call for `entry`; `snap: None` is a bulk preload (no
+    /// validation at all: see [`RedisIndex::preload`]).
+    fn commit_invocation<'a>(
+        &'a self,
+        entry: &IndexEntry,
+        probe: &Probe,
+        snap: Option<&Snapshot>,
+        verdict: &Verdict,
+    ) -> ::redis::ScriptInvocation<'a> {
+        let inner = &self.inner;
+        let keys = &inner.keys;
+        let fp = &entry.fingerprint;
+        let offset = u32::try_from(entry.ts_ms - probe.start)
+            .expect("a bucket is shorter than 2^32 ms (checked at connect)");
+        let mut inv = COMMIT.key(keys.buckets());
+        inv.arg(keys.prefix())
+            .arg(&entry.id)
+            .arg(&probe.label)
+            .arg(probe.start)
+            .arg(inner.bucket_ms as u64 + inner.config.window_ms)
+            .arg(format!("{:016x}", fp.simhash))
+            .arg(simhash_member(fp.simhash))
+            .arg(encode_fingerprint(fp))
+            .arg(encode_meta(&entry.id, verdict, offset, fp.words))
+            .arg(&probe.content_hex)
+            .arg(&probe.content_dec)
+            .arg(verdict.duplicate().map_or("", |d| d.dup_of.as_str()))
+            .arg(probe.default_shape)
+            .arg(probe.blocks.len());
+        for b in &probe.blocks {
+            inv.arg(b);
+        }
+        inv.arg(probe.signatures.len());
+        for s in &probe.signatures {
+            inv.arg(format!("{s:08x}")).arg(s.to_string());
+        }
+        let Some(snap) = snap else {
+            inv.arg("").arg("").arg(-1);
+            return inv;
+        };
+        match snap
+            .buckets
+            .iter()
+            .find(|b| b.label == probe.label && b.in_range)
+        {
+            Some(b) => {
+                let bits = b.bits.expect("in range buckets have a shape");
+                let (hkey, hfield) = keys.simhashes(&b.label, bits, fp.simhash);
+                let hval = b
+                    .resolved
+                    .iter()
+                    .find(|(k, f, _)| *k == hkey && *f == hfield)
+                    .map_or(&[][..], |(_, _, v)| v.as_slice());
+                inv.arg(hkey).arg(hval);
+            }
+            None => {
+                inv.arg("").arg("");
+            }
+        }
+        inv.arg(snap.buckets.len());
+        for b in &snap.buckets {
+            inv.arg(&b.label).arg(&b.counter).arg(u8::from(b.in_range));
+            if !b.in_range {
+                continue;
+            }
+            let bits = b.bits.expect("in range buckets have a shape");
+            inv.arg(bits)
+                .arg(keys.content(&b.label, bits, probe.content).0)
+                .arg(&b.content_value);
+            for (s, value) in probe.signatures.iter().zip(&b.signature_values) {
+                inv.arg(keys.signature(&b.label, bits, *s).0).arg(value);
+            }
+            for m in &b.members {
+                inv.arg(m.len());
+            }
+            inv.arg(b.resolved.len());
+            for (key, field, value) in &b.resolved {
+                inv.arg(key).arg(field).arg(value.len());
+            }
+        }
+        inv
+    }
+
+    /// **Benchmarks only**: store `entries` as unique articles without checking
+    /// them (no gather, no decision, no concurrency control), pipelined. Fills an
+    /// index to a size quickly so that real checks can be measured against it;
+    /// never use it on an index that serves verdicts.
+    #[doc(hidden)]
+    pub async fn preload(&self, entries: &[IndexEntry]) -> Result<(), IndexError> {
+        let mut conn = self.inner.conn.clone();
+        COMMIT.load_async(&mut conn).await.map_err(backend)?;
+        let mut pipe = ::redis::pipe();
+        for entry in entries {
+            let probe = Probe::new(
+                entry,
+                &self.inner.config,
+                self.inner.bucket_ms,
+                self.inner.default_shape,
+            );
+            pipe.invoke_script(&self.commit_invocation(entry, &probe, None, &Verdict::Unique))
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await.map_err(backend)
     }
 
     async fn lookup(&self, conn: &mut Conn, id: &str) -> Result<Option<Stored>, IndexError> {
@@ -516,8 +727,9 @@ fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
     let label = string(it.next())?;
     let start = int(it.next())?;
     let (_, handle) = decode_id_value(&bytes(it.next())?).map_err(corrupt)?;
-    let (fingerprint, ts_ms) = decode_fingerprint(&bytes(it.next())?, start).map_err(corrupt)?;
-    let (_, verdict) = decode_meta(&bytes(it.next())?).map_err(corrupt)?;
+    let packed = bytes(it.next())?;
+    let meta = decode_meta(&bytes(it.next())?).map_err(corrupt)?;
+    let fingerprint = decode_fingerprint(&packed, meta.words).map_err(corrupt)?;
     let links = match it.next() {
         None => Vec::new(),
         Some(v) => {
@@ -535,21 +747,47 @@ fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
     Ok(Stored {
         label,
         handle,
-        ts_ms,
+        ts_ms: start + i64::from(meta.ts_offset),
         fingerprint,
-        verdict,
+        verdict: meta.verdict,
         links,
     })
 }
 
-fn candidate<'a>(id: &'a str, fp: &'a Fingerprint, ts_ms: i64) -> CandidateView<'a> {
-    CandidateView {
-        id,
-        simhash: fp.simhash,
-        content: fp.content,
-        signatures: &fp.signatures,
-        ts_ms,
+/// A candidate article read from Redis.
+struct Cand {
+    label: String,
+    handle: u64,
+    fp: Fingerprint,
+    ts_ms: i64,
+    meta: Meta,
+}
+
+/// `[handle, fingerprint, meta, ...]` of bucket `label` into `out`.
+fn parse_cands(
+    label: &str,
+    start: i64,
+    flat: Vec<Value>,
+    out: &mut Vec<Cand>,
+) -> Result<(), IndexError> {
+    let mut flat = flat.into_iter();
+    while let (Some(h), Some(packed), Some(meta)) = (flat.next(), flat.next(), flat.next()) {
+        let handle = int(Some(h))? as u64;
+        let corrupt = |reason: String| IndexError::Corrupt {
+            id: format!("{label}:{handle}"),
+            reason,
+        };
+        let meta = decode_meta(&bytes(Some(meta))?).map_err(corrupt)?;
+        let fp = decode_fingerprint(&bytes(Some(packed))?, meta.words).map_err(corrupt)?;
+        out.push(Cand {
+            label: label.to_owned(),
+            handle,
+            fp,
+            ts_ms: start + i64::from(meta.ts_offset),
+            meta,
+        });
     }
+    Ok(())
 }
 
 /// Where an article is looked up and written.
@@ -559,37 +797,54 @@ struct Probe {
     /// Starts of the first and last bucket that can hold an article in the window.
     lo: i64,
     hi: i64,
-    blocks: [String; 4],
-    /// 16 hex, or "" for an empty fingerprint (never compared, never indexed).
-    content: String,
-    sentences: Vec<String>,
+    /// The distinct 16-bit blocks of the SimHash, 4 hex each, and as numbers.
+    blocks: Vec<String>,
+    block_values: Vec<u16>,
+    /// 16 hex and signed decimal, or "" for an empty fingerprint (never compared,
+    /// never indexed).
+    content_hex: String,
+    content_dec: String,
+    content: u64,
+    /// The lookup signatures.
+    signatures: Vec<u32>,
+    /// Shape of a new bucket when no older bucket tells its size.
+    default_shape: u32,
 }
 
 impl Probe {
-    fn new(entry: &IndexEntry, cfg: &DecisionConfig, bucket_ms: i64) -> Probe {
+    fn new(entry: &IndexEntry, cfg: &DecisionConfig, bucket_ms: i64, default_shape: u32) -> Probe {
         let floor = |t: i64| t.div_euclid(bucket_ms) * bucket_ms;
         let window = i64::try_from(cfg.window_ms).unwrap_or(i64::MAX);
         let fp = &entry.fingerprint;
         let start = floor(entry.ts_ms);
-        let (content, sentences) = if fp.is_empty() {
-            (String::new(), Vec::new())
+        let (content_hex, content_dec, signatures) = if fp.is_empty() {
+            (String::new(), String::new(), Vec::new())
         } else {
             (
                 format!("{:016x}", fp.content),
-                fp.lookup_signatures(cfg.lookup_signatures)
-                    .iter()
-                    .map(|s| format!("{s:016x}"))
-                    .collect(),
+                simhash_member(fp.content),
+                fp.lookup_signatures(cfg.lookup_signatures).to_vec(),
             )
         };
+        let mut block_values: Vec<u16> = Vec::with_capacity(4);
+        for b in crate::simhash::blocks(fp.simhash) {
+            if !block_values.contains(&b) {
+                block_values.push(b);
+            }
+        }
+        let blocks = block_values.iter().map(|b| format!("{b:04x}")).collect();
         Probe {
             label: bucket_label(start),
             start,
             lo: floor(entry.ts_ms.saturating_sub(window)),
             hi: floor(entry.ts_ms.saturating_add(window)),
-            blocks: blocks(fp.simhash).map(|b| format!("{b:04x}")),
-            content,
-            sentences,
+            blocks,
+            block_values,
+            content_hex,
+            content_dec,
+            content: fp.content,
+            signatures,
+            default_shape,
         }
     }
 }
@@ -603,15 +858,24 @@ struct Snapshot {
     buckets: Vec<BucketSnap>,
 }
 
-/// What gather.lua read in one bucket, with the versions commit.lua re-checks.
+/// What gather.lua (and resolve.lua) read in one live bucket, with the versions
+/// commit.lua re-checks.
 struct BucketSnap {
     label: String,
     start: i64,
     counter: String,
-    block_sizes: [usize; 4],
-    content_len: usize,
-    sentence_lens: Vec<usize>,
-    cands: Vec<(u64, Vec<u8>)>,
+    bits: Option<u32>,
+    /// Probed (inside the window, non-empty fingerprint); else only the counter
+    /// matters (to re-check the id).
+    in_range: bool,
+    /// Members of each distinct block set, in `Probe::blocks` order (their
+    /// sizes are versions).
+    members: Vec<Vec<u64>>,
+    content_value: Vec<u8>,
+    signature_values: Vec<Vec<u8>>,
+    /// `h:` (key, field, value) of the SimHashes resolved.
+    resolved: Vec<(String, String, Vec<u8>)>,
+    cands: Vec<Cand>,
 }
 
 enum Committed {
@@ -720,7 +984,9 @@ impl Index for RedisIndex {
             let metas: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await.map_err(backend)?;
             let mut seen: HashMap<String, ()> = HashMap::new();
             for meta in metas.into_iter().flatten() {
-                let (dup, verdict) = decode_meta(&meta).map_err(|reason| IndexError::Corrupt {
+                let Meta {
+                    id: dup, verdict, ..
+                } = decode_meta(&meta).map_err(|reason| IndexError::Corrupt {
                     id: root.clone(),
                     reason,
                 })?;
@@ -767,11 +1033,25 @@ mod tests {
                 words: 3,
             },
         };
-        let p = Probe::new(&entry, &DecisionConfig::default(), day);
+        let p = Probe::new(&entry, &DecisionConfig::default(), day, 3);
         assert_eq!((p.start, p.lo, p.hi), (10 * day, 8 * day, 12 * day));
         assert_eq!(p.blocks, ["0001", "0002", "0003", "abcd"].map(String::from));
-        assert_eq!(p.content, "0000000000000007");
+        assert_eq!(
+            (p.content_hex.as_str(), p.content_dec.as_str()),
+            ("0000000000000007", "7")
+        );
+        assert_eq!(p.signatures, [1]);
         assert_eq!(p.label, "1970011100");
+        // Repeated blocks are probed once.
+        let same = IndexEntry {
+            fingerprint: Fingerprint {
+                simhash: 0xabcd_abcd_0001_abcd,
+                ..entry.fingerprint.clone()
+            },
+            ..entry.clone()
+        };
+        let p = Probe::new(&same, &DecisionConfig::default(), day, 3);
+        assert_eq!(p.blocks, ["abcd", "0001"].map(String::from));
         let empty = IndexEntry {
             fingerprint: Fingerprint {
                 words: 0,
@@ -779,7 +1059,7 @@ mod tests {
             },
             ..entry
         };
-        let p = Probe::new(&empty, &DecisionConfig::default(), day);
-        assert!(p.content.is_empty() && p.sentences.is_empty());
+        let p = Probe::new(&empty, &DecisionConfig::default(), day, 3);
+        assert!(p.content_hex.is_empty() && p.signatures.is_empty());
     }
 }

@@ -4,64 +4,81 @@
 //! their tests); nothing else reads or writes these bytes.
 //!
 //! - **fingerprint** (`f:` hashes, binary, little-endian): `simhash u64 · content
-//!   u64 · ts offset u32 (ms since the bucket start) · words u32 · signatures u32 × n`.
-//!   24 + 4n bytes. Up to 10 signatures this fits Redis's `hash-max-listpack-value`
-//!   (64), keeping the hashes in the compact listpack encoding; longer sketches
-//!   still work, those hashes just take the larger hashtable encoding.
-//! - **meta** (`m:` hashes, text): `u|<id>` for a kept article, or
-//!   `d|<distance>|<signal>|<len matched>|<len dup_of>|<matched><dup_of><id>` for a
-//!   duplicate (lengths in bytes, so ids may contain any character).
-//! - **ids value** (`i:` hashes, text): `<simhash, 16 hex>:<handle>`. The Lua
+//!   u64 · signatures u32 × n`, 16 + 4n bytes: 64 bytes for the default 12-hash
+//!   sketch, exactly Redis's `hash-max-listpack-value`, so the hashes stay in the
+//!   compact listpack encoding (longer sketches still work, in the larger
+//!   hashtable encoding). The timestamp and word count live in the meta.
+//! - **meta** (`m:` hashes, text): `<ts offset>|<words>|u|<id>` for a kept
+//!   article; for a duplicate `<ts offset>|<words>|d|<distance>|<signal>|<len
+//!   dup_of>|<dup_of><id>` when it matched its cluster's root itself, else
+//!   `…|D|<distance>|<signal>|<len matched>|<len dup_of>|<matched><dup_of><id>`
+//!   (ts offset = ms since the bucket start; signal `e`xact, `h` SimHash
+//!   (Hamming), `s`entence; lengths in bytes, so ids may contain any character).
+//! - **ids value** (`i:` hash, text): `<simhash, 16 hex>:<handle>`. The Lua
 //!   scripts read the handle at byte 18 of it: keep the SimHash at 16 digits.
+//! - **handle lists** (`h:`, `c:`, `s:` fields): handles, space-separated decimals.
+//! - **SimHash as a set member / field** (`b:` sets, `h:` fields): the SimHash as
+//!   a signed 64-bit decimal ([`simhash_member`]), which Redis stores as a plain
+//!   integer (intset / listpack integer: 8 bytes).
 
 use crate::decision::Signal;
 use crate::fingerprint::Fingerprint;
 use crate::index::{Duplicate, Verdict};
 
-const FIXED: usize = 24;
+const FIXED: usize = 16;
 
-/// Pack a fingerprint and its timestamp (relative to its bucket's start).
-pub fn encode_fingerprint(fp: &Fingerprint, ts_ms: i64, bucket_start_ms: i64) -> Vec<u8> {
-    let offset = u32::try_from(ts_ms - bucket_start_ms)
-        .expect("a bucket is shorter than 2^32 ms (checked by RedisIndexOptions)");
+/// Pack a fingerprint's hashes (not its word count: see [`encode_meta`]).
+pub fn encode_fingerprint(fp: &Fingerprint) -> Vec<u8> {
     let mut out = Vec::with_capacity(FIXED + 4 * fp.signatures.len());
     out.extend_from_slice(&fp.simhash.to_le_bytes());
     out.extend_from_slice(&fp.content.to_le_bytes());
-    out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&fp.words.to_le_bytes());
     for s in &fp.signatures {
         out.extend_from_slice(&s.to_le_bytes());
     }
     out
 }
 
-/// Unpack what [`encode_fingerprint`] packed: the fingerprint and its timestamp.
-pub fn decode_fingerprint(
-    bytes: &[u8],
-    bucket_start_ms: i64,
-) -> Result<(Fingerprint, i64), String> {
+/// Unpack what [`encode_fingerprint`] packed; `words` comes from the meta.
+pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, String> {
     if bytes.len() < FIXED || (bytes.len() - FIXED) % 4 != 0 {
         return Err(format!("packed fingerprint has {} bytes", bytes.len()));
     }
     let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
     let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
-    let fp = Fingerprint {
+    Ok(Fingerprint {
         simhash: u64_at(0),
         content: u64_at(8),
-        words: u32_at(20),
+        words,
         signatures: (FIXED..bytes.len()).step_by(4).map(u32_at).collect(),
-    };
-    Ok((fp, bucket_start_ms + i64::from(u32_at(16))))
+    })
 }
 
-/// Text of an article's id and verdict.
-pub fn encode_meta(id: &str, verdict: &Verdict) -> String {
+/// What the meta of a stored article says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub id: String,
+    pub verdict: Verdict,
+    /// Milliseconds since the start of the article's bucket.
+    pub ts_offset: u32,
+    pub words: u32,
+}
+
+/// Text of an article's time, word count, id and verdict.
+pub fn encode_meta(id: &str, verdict: &Verdict, ts_offset: u32, words: u32) -> String {
     match verdict {
-        Verdict::Unique => format!("u|{id}"),
-        Verdict::Duplicate(d) => format!(
-            "d|{}|{}|{}|{}|{}{}{id}",
+        Verdict::Unique => format!("{ts_offset}|{words}|u|{id}"),
+        // The usual duplicate matched its cluster's root itself: name it once.
+        Verdict::Duplicate(d) if d.matched == d.dup_of => format!(
+            "{ts_offset}|{words}|d|{}|{}|{}|{}{id}",
             d.distance,
-            d.signal,
+            signal_letter(d.signal),
+            d.dup_of.len(),
+            d.dup_of
+        ),
+        Verdict::Duplicate(d) => format!(
+            "{ts_offset}|{words}|D|{}|{}|{}|{}|{}{}{id}",
+            d.distance,
+            signal_letter(d.signal),
             d.matched.len(),
             d.dup_of.len(),
             d.matched,
@@ -70,16 +87,55 @@ pub fn encode_meta(id: &str, verdict: &Verdict) -> String {
     }
 }
 
-/// Unpack what [`encode_meta`] wrote: `(id, verdict)`.
-pub fn decode_meta(bytes: &[u8]) -> Result<(String, Verdict), String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "meta is not UTF-8".to_owned())?;
-    if let Some(id) = text.strip_prefix("u|") {
-        return Ok((id.to_owned(), Verdict::Unique));
+/// One letter per signal keeps a duplicate's meta within Redis's 64-byte
+/// listpack value limit for ids of up to ~20 characters.
+fn signal_letter(signal: Signal) -> char {
+    match signal {
+        Signal::Exact => 'e',
+        Signal::Simhash => 'h',
+        Signal::Sentence => 's',
     }
-    let rest = text
-        .strip_prefix("d|")
-        .ok_or_else(|| format!("meta {text:?} has no kind"))?;
-    let mut parts = rest.splitn(5, '|');
+}
+
+fn letter_signal(letter: &str) -> Option<Signal> {
+    match letter {
+        "e" => Some(Signal::Exact),
+        "h" => Some(Signal::Simhash),
+        "s" => Some(Signal::Sentence),
+        _ => None,
+    }
+}
+
+/// Unpack what [`encode_meta`] wrote.
+pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "meta is not UTF-8".to_owned())?;
+    let mut head = text.splitn(3, '|');
+    let mut num = || -> Result<u32, String> {
+        head.next()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("meta {text:?} has no time and word count"))
+    };
+    let (ts_offset, words) = (num()?, num()?);
+    let rest = head
+        .next()
+        .ok_or_else(|| format!("meta {text:?} is short"))?;
+    let meta = |id: &str, verdict| Meta {
+        id: id.to_owned(),
+        verdict,
+        ts_offset,
+        words,
+    };
+    if let Some(id) = rest.strip_prefix("u|") {
+        return Ok(meta(id, Verdict::Unique));
+    }
+    let (same, rest) = if let Some(r) = rest.strip_prefix("d|") {
+        (true, r)
+    } else if let Some(r) = rest.strip_prefix("D|") {
+        (false, r)
+    } else {
+        return Err(format!("meta {text:?} has no kind"));
+    };
+    let mut parts = rest.splitn(if same { 4 } else { 5 }, '|');
     let mut next = || {
         parts
             .next()
@@ -88,25 +144,29 @@ pub fn decode_meta(bytes: &[u8]) -> Result<(String, Verdict), String> {
     let distance: u32 = next()?
         .parse()
         .map_err(|_| format!("bad distance in {text:?}"))?;
-    let signal = Signal::parse(next()?).ok_or_else(|| format!("bad signal in {text:?}"))?;
-    let matched_len: usize = next()?
-        .parse()
-        .map_err(|_| format!("bad length in {text:?}"))?;
-    let root_len: usize = next()?
-        .parse()
-        .map_err(|_| format!("bad length in {text:?}"))?;
+    let signal = letter_signal(next()?).ok_or_else(|| format!("bad signal in {text:?}"))?;
+    let mut len = || -> Result<usize, String> {
+        next()?
+            .parse()
+            .map_err(|_| format!("bad length in {text:?}"))
+    };
+    let matched_len = if same { None } else { Some(len()?) };
+    let root_len = len()?;
     let ids = next()?;
     fn split(s: &str, n: usize) -> Option<(&str, &str)> {
         s.get(..n).zip(s.get(n..))
     }
     let bad = || format!("bad ids in {text:?}");
-    let (matched, ids) = split(ids, matched_len).ok_or_else(bad)?;
+    let (matched, ids) = match matched_len {
+        Some(n) => split(ids, n).ok_or_else(bad)?,
+        None => ("", ids),
+    };
     let (dup_of, id) = split(ids, root_len).ok_or_else(bad)?;
-    Ok((
-        id.to_owned(),
+    Ok(meta(
+        id,
         Verdict::Duplicate(Duplicate {
             dup_of: dup_of.to_owned(),
-            matched: matched.to_owned(),
+            matched: if same { dup_of } else { matched }.to_owned(),
             distance,
             signal,
         }),
@@ -131,6 +191,29 @@ pub fn decode_id_value(bytes: &[u8]) -> Result<(u64, u64), String> {
     Ok((simhash, handle))
 }
 
+/// A SimHash (or content hash) as Redis stores it in sets and hash fields: the
+/// decimal of the same 64 bits read as a signed integer, so Redis keeps it as an
+/// 8-byte integer instead of a string.
+pub fn simhash_member(hash: u64) -> String {
+    (hash as i64).to_string()
+}
+
+/// Inverse of [`simhash_member`].
+pub fn parse_simhash_member(bytes: &[u8]) -> Option<u64> {
+    std::str::from_utf8(bytes)
+        .ok()?
+        .parse::<i64>()
+        .ok()
+        .map(|v| v as u64)
+}
+
+/// Handles listed in an `h:`/`c:`/`s:` field value.
+pub fn parse_handles(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bytes
+        .split(|&b| b == b' ')
+        .filter_map(|t| std::str::from_utf8(t).ok()?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,15 +229,15 @@ mod tests {
 
     #[test]
     fn fingerprint_round_trips_and_fits_a_listpack_value() {
-        for n in 0..=5 {
-            let bytes = encode_fingerprint(&fp(n), 1_700_000_123_456, 1_700_000_000_000);
-            assert_eq!(bytes.len(), 24 + 8 * n);
-            let (back, ts) = decode_fingerprint(&bytes, 1_700_000_000_000).unwrap();
-            assert_eq!((back, ts), (fp(n), 1_700_000_123_456));
+        for n in 0..=12 {
+            let bytes = encode_fingerprint(&fp(n));
+            assert_eq!(bytes.len(), 16 + 4 * n);
+            assert_eq!(decode_fingerprint(&bytes, fp(n).words).unwrap(), fp(n));
         }
-        assert_eq!(encode_fingerprint(&fp(5), 0, 0).len(), 64);
-        assert!(decode_fingerprint(&[0; 23], 0).is_err());
-        assert!(decode_fingerprint(&[0; 25], 0).is_err());
+        // The default sketch fills hash-max-listpack-value (64) exactly.
+        assert_eq!(encode_fingerprint(&fp(12)).len(), 64);
+        assert!(decode_fingerprint(&[0; 15], 0).is_err());
+        assert!(decode_fingerprint(&[0; 17], 0).is_err());
     }
 
     #[test]
@@ -165,21 +248,39 @@ mod tests {
             distance: 12,
             signal: Signal::Sentence,
         });
+        let direct = Verdict::Duplicate(Duplicate {
+            dup_of: "r|1".into(),
+            matched: "r|1".into(),
+            distance: 0,
+            signal: Signal::Exact,
+        });
         for (id, v) in [
             ("plain", Verdict::Unique),
             ("a|b", Verdict::Unique),
             ("", Verdict::Unique),
             ("x|y|z", dup.clone()),
+            ("q|", direct.clone()),
         ] {
-            let text = encode_meta(id, &v);
-            assert_eq!(decode_meta(text.as_bytes()).unwrap(), (id.to_owned(), v));
+            let text = encode_meta(id, &v, 86_399_999, 7);
+            assert_eq!(
+                decode_meta(text.as_bytes()).unwrap(),
+                Meta {
+                    id: id.to_owned(),
+                    verdict: v,
+                    ts_offset: 86_399_999,
+                    words: 7
+                }
+            );
         }
         assert_eq!(
-            encode_meta("c", &dup),
-            "d|12|sentence|9|14|中文 idroot|with|barsc"
+            encode_meta("c", &dup, 5, 40),
+            "5|40|D|12|s|9|14|中文 idroot|with|barsc"
         );
-        assert!(decode_meta(b"d|1|simhash|9|1|ab").is_err());
-        assert!(decode_meta(b"x|1").is_err());
+        assert_eq!(encode_meta("c", &direct, 5, 40), "5|40|d|0|e|3|r|1c");
+        assert!(decode_meta(b"1|2|D|1|h|9|1|ab").is_err());
+        assert!(decode_meta(b"1|2|d|1|simhash|1|ab").is_err());
+        assert!(decode_meta(b"1|2|x|1").is_err());
+        assert!(decode_meta(b"u|a").is_err());
     }
 
     #[test]
@@ -188,5 +289,16 @@ mod tests {
         assert_eq!(v, "00000000000000ab:17");
         assert_eq!(decode_id_value(v.as_bytes()).unwrap(), (0xab, 17));
         assert!(decode_id_value(b"00ab").is_err());
+    }
+
+    #[test]
+    fn members_are_signed_decimals() {
+        assert_eq!(simhash_member(0x0123_4567_89ab_cdef), "81985529216486895");
+        assert_eq!(simhash_member(u64::MAX), "-1");
+        for h in [0, 1, u64::MAX, 1 << 63, 0x0123_4567_89ab_cdef] {
+            assert_eq!(parse_simhash_member(simhash_member(h).as_bytes()), Some(h));
+        }
+        assert_eq!(parse_handles(b"1 22 333").collect::<Vec<_>>(), [1, 22, 333]);
+        assert_eq!(parse_handles(b"").count(), 0);
     }
 }
