@@ -321,7 +321,7 @@ fn run_on_redis(
         let sources: Vec<String> = pipe.query_async(&mut conn).await?;
         writeln!(
             note,
-            "simdedup demo: produced {} articles into {} (timestamps moved to now){}",
+            "simdedup demo: produced {} articles into {}{}",
             sources.len(),
             keys.input_stream(),
             if skipped_lines.is_empty() {
