@@ -138,6 +138,9 @@ async fn main() {
     let opts = RedisIndexOptions {
         bucket_ms: Some(bucket_h * 3_600_000),
         expected_articles: n,
+        // Preload pipelines of 2,000 commits queue behind each other on a
+        // loaded machine: well past the default 500 ms.
+        response_timeout: std::time::Duration::from_secs(60),
         ..Default::default()
     };
     let idx = RedisIndex::connect(&url, "bench", DecisionConfig::default(), opts)

@@ -56,9 +56,7 @@ local B = tonumber(ARGV[i])
 i = i + 1
 if B < 0 then
   -- Bulk preload (RedisIndex::preload, benchmarks only): no gather, no checks.
-  for b = 1, #live, 2 do
-    if redis.call('HEXISTS', P .. 'i:' .. live[b], id) == 1 then return {'replay'} end
-  end
+  if find_id(P, live, id) then return {'replay'} end
   B = 0
 elseif #live ~= 2 * B then
   return {'retry', 'buckets'}
@@ -69,8 +67,11 @@ for b = 1, B do
   local l, counter, inrange = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   i = i + 3
   if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
-  local moved = (redis.call('HGET', P .. 'n:' .. l, 'n') or '') ~= counter
-  if moved and redis.call('HEXISTS', P .. 'i:' .. l, id) == 1 then return {'replay'} end
+  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k')
+  local moved = (nk[1] or '') ~= counter
+  if moved and nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), id), id) == 1 then
+    return {'replay'}
+  end
   if inrange == '1' then
     -- shape, c: key and value, S s: keys and values, D set sizes, R resolved
     local bk, bckey, bcval = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
@@ -147,10 +148,14 @@ if fresh then
   end
 end
 
+-- The shape of an existing bucket the gather did not read (an article with an
+-- empty fingerprint, a preload).
+if not k then k = tonumber(redis.call('HGET', nkey, 'k')) end
+
 local chunk = string.format('%d', math.floor(hn / 100))
-local ikey = P .. 'i:' .. label
+local ikey = ids_key(P, label, k, id)
 redis.call('HSET', ikey, id, simhex .. ':' .. h)
-if fresh then redis.call('EXPIREAT', ikey, expire_at) end
+redis.call('EXPIREAT', ikey, expire_at)
 local fkey = P .. 'f:' .. label .. ':' .. chunk
 redis.call('HSET', fkey, h, ARGV[8])
 local mkey = P .. 'm:' .. label .. ':' .. chunk
@@ -163,12 +168,6 @@ end
 if content ~= '' then
   if fresh or not known then
     -- Names the worker could not give (a bucket opened here, or a preload).
-    if not fresh then k = tonumber(redis.call('HGET', nkey, 'k')) end
-    local function top(hex, bits)
-      local v = 0
-      if bits > 0 then v = math.floor(tonumber(string.sub(hex, 1, 6), 16) / 2 ^ (24 - bits)) end
-      return string.format('%0' .. math.max(1, math.ceil(bits / 4)) .. 'x', v)
-    end
     hkey = P .. 'h:' .. label .. ':' .. top(simhex, k)
     ckey = P .. 'c:' .. label .. ':' .. top(content, k)
     hval = redis.call('HGET', hkey, simdec) or ''
@@ -199,17 +198,12 @@ end
 
 -- Link a duplicate to its cluster's root (in the root's bucket, expiring with it).
 if root ~= '' then
-  for b = 1, #live, 2 do
-    local l = live[b]
-    local v = redis.call('HGET', P .. 'i:' .. l, root)
-    if v then
-      local rh = tonumber(string.sub(v, 18))
-      local dkey = P .. 'd:' .. l .. ':' .. math.floor(rh / 100)
-      local v2 = redis.call('HGET', dkey, rh)
-      redis.call('HSET', dkey, rh, v2 and (v2 .. ' ' .. label .. ':' .. h) or (label .. ':' .. h))
-      redis.call('EXPIREAT', dkey, math.ceil((tonumber(live[b + 1]) + retain) / 1000))
-      break
-    end
+  local l, lstart, _, _, rh, rchunk = find_id(P, live, root)
+  if l then
+    local dkey = P .. 'd:' .. l .. ':' .. rchunk
+    local v2 = redis.call('HGET', dkey, rh)
+    redis.call('HSET', dkey, rh, v2 and (v2 .. ' ' .. label .. ':' .. h) or (label .. ':' .. h))
+    redis.call('EXPIREAT', dkey, math.ceil((tonumber(lstart) + retain) / 1000))
   end
 end
 return {'ok', h}

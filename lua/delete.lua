@@ -4,17 +4,11 @@
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] article id.
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
-for _, label in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local ikey = P .. 'i:' .. label
-  local v = redis.call('HGET', ikey, id)
-  if v then
-    local h = tonumber(string.sub(v, 18))
-    local chunk = math.floor(h / 100)
-    redis.call('HDEL', ikey, id)
-    redis.call('HDEL', P .. 'f:' .. label .. ':' .. chunk, h)
-    redis.call('HDEL', P .. 'm:' .. label .. ':' .. chunk, h)
-    redis.call('HDEL', P .. 'd:' .. label .. ':' .. chunk, h)
-    return 1
-  end
+local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local label, _, ikey, _, h, chunk = find_id(P, live, id)
+if not label then return 0 end
+redis.call('HDEL', ikey, id)
+for _, family in ipairs({'f', 'm', 'd'}) do
+  redis.call('HDEL', P .. family .. ':' .. label .. ':' .. chunk, h)
 end
-return 0
+return 1

@@ -38,15 +38,21 @@ for _ = 1, tonumber(ARGV[i]) do
 end
 
 local live = redis.call('ZRANGE', KEYS[1], '0', '-1', 'WITHSCORES')
+-- Counter and shape of every live bucket; the shape also names the i: hash.
+local nks = {}
 for b = 1, #live, 2 do
   local label = live[b]
-  local v = redis.call('HGET', P .. 'i:' .. label, id)
-  if v then
-    local h = tonumber(string.sub(v, 18))
-    local chunk = math.floor(h / 100)
-    return {'replay', label, live[b + 1], v,
-      redis.call('HGET', P .. 'f:' .. label .. ':' .. chunk, h) or '',
-      redis.call('HGET', P .. 'm:' .. label .. ':' .. chunk, h) or ''}
+  local nk = redis.call('HMGET', P .. 'n:' .. label, 'n', 'k')
+  nks[b] = nk
+  if nk[2] then
+    local v = redis.call('HGET', ids_key(P, label, tonumber(nk[2]), id), id)
+    if v then
+      local h = tonumber(string.sub(v, 18))
+      local chunk = math.floor(h / 100)
+      return {'replay', label, live[b + 1], v,
+        redis.call('HGET', P .. 'f:' .. label .. ':' .. chunk, h) or '',
+        redis.call('HGET', P .. 'm:' .. label .. ':' .. chunk, h) or ''}
+    end
   end
 end
 
@@ -54,7 +60,7 @@ local out = {'snap', #live / 2}
 local unknown = {'shape'}
 for b = 1, #live, 2 do
   local label, start = live[b], tonumber(live[b + 1])
-  local nk = redis.call('HMGET', P .. 'n:' .. label, 'n', 'k')
+  local nk = nks[b]
   local inrange = cdec ~= '' and nk[1] and nk[2] and start >= lo and start <= hi
   if inrange and not names[label] then
     unknown[#unknown + 1] = label
@@ -69,25 +75,11 @@ for b = 1, #live, 2 do
   local at = names[label]
   if inrange and at then
     local seen = {}
-    local function add(h)
-      if not seen[h] then
-        seen[h] = true
-        local chunk = string.sub(h, 1, -3)
-        if chunk == '' then chunk = '0' end
-        local fp = redis.call('HGET', P .. 'f:' .. label .. ':' .. chunk, h)
-        -- A deleted article leaves its handle behind in the lists: skip it.
-        if fp then
-          cands[#cands + 1] = h
-          cands[#cands + 1] = fp
-          cands[#cands + 1] = redis.call('HGET', P .. 'm:' .. label .. ':' .. chunk, h) or ''
-        end
-      end
-    end
     cv = redis.call('HGET', ARGV[at], cdec) or ''
-    for h in string.gmatch(cv, '%d+') do add(h) end
+    add_candidates(P, label, cv, cands, seen)
     for s = 1, S do
       local sv = redis.call('HGET', ARGV[at + s], ARGV[8 + D + s]) or ''
-      for h in string.gmatch(sv, '%d+') do add(h) end
+      add_candidates(P, label, sv, cands, seen)
       svals[s] = sv
     end
   end

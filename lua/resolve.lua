@@ -16,16 +16,7 @@ while i <= #ARGV do
     local v = redis.call('HGET', ARGV[i], ARGV[i + 1]) or ''
     i = i + 2
     local cands = {}
-    for h in string.gmatch(v, '%d+') do
-      local chunk = string.sub(h, 1, -3)
-      if chunk == '' then chunk = '0' end
-      local fp = redis.call('HGET', P .. 'f:' .. label .. ':' .. chunk, h)
-      if fp then
-        cands[#cands + 1] = h
-        cands[#cands + 1] = fp
-        cands[#cands + 1] = redis.call('HGET', P .. 'm:' .. label .. ':' .. chunk, h) or ''
-      end
-    end
+    add_candidates(P, label, v, cands, {})
     out[#out + 1] = {v, cands}
   end
 end

@@ -53,9 +53,17 @@ impl Keys {
         format!("{}n:{label}", self.prefix)
     }
 
-    /// HASH article id → `<simhash 16 hex>:<handle>` (the card's id → SimHash).
-    pub fn ids(&self, label: &str) -> String {
-        format!("{}i:{label}", self.prefix)
+    /// HASH article id → `<simhash 16 hex>:<handle>` (the card's id → SimHash),
+    /// the part of bucket `label` holding `id`: split by the top `bits` bits of
+    /// [`id_hash`]`(id)` like the `h:`/`c:` hashes, so each stays a compact
+    /// listpack (one hash of a million ids would be a hash table, ~90 bytes per
+    /// entry more).
+    pub fn ids(&self, label: &str, bits: u32, id: &str) -> String {
+        format!(
+            "{}i:{label}:{}",
+            self.prefix,
+            top_bits_hex(id_hash(id), 64, bits)
+        )
     }
 
     /// HASH handle → packed fingerprint, for handles `100·c … 100·c+99`.
@@ -141,6 +149,14 @@ pub const MAX_SHAPE_BITS: u32 = 22;
 pub fn shape_bits(articles: u64) -> u32 {
     let per_key = articles.div_ceil(ARTICLES_PER_KEY).max(1);
     (u64::BITS - (per_key - 1).leading_zeros()).min(MAX_SHAPE_BITS)
+}
+
+/// The first 64 bits of the SHA-1 of `id`'s UTF-8 bytes: what picks an id's
+/// `i:` hash. SHA-1 because Lua scripts have it (`redis.sha1hex`) and so does a
+/// shell (`printf %s ID | sha1sum`); nothing here needs it to be secure.
+pub fn id_hash(id: &str) -> u64 {
+    let digest = sha1_smol::Sha1::from(id).digest().bytes();
+    u64::from_be_bytes(digest[..8].try_into().expect("SHA-1 has 20 bytes"))
 }
 
 /// The top `bits` bits of a `width`-bit value in hex, zero-padded to
@@ -248,7 +264,12 @@ mod tests {
         assert_eq!(bucket_start_of("2025013"), None);
         assert_eq!(k.buckets(), "simdedup:{news}:buckets");
         assert_eq!(k.counter("2025010500"), "simdedup:{news}:n:2025010500");
-        assert_eq!(k.ids("2025010500"), "simdedup:{news}:i:2025010500");
+        // printf %s article-1 | sha1sum → 897cadf9…; top 14 bits of 0x897cad = 0x225f.
+        assert_eq!(id_hash("article-1") >> 40, 0x89_7cad);
+        assert_eq!(
+            k.ids("2025010500", 14, "article-1"),
+            "simdedup:{news}:i:2025010500:225f"
+        );
         assert_eq!(k.fingerprints("L", 12_345), "simdedup:{news}:f:L:123");
         assert_eq!(k.metas("L", 99), "simdedup:{news}:m:L:0");
         assert_eq!(k.links("L", 100), "simdedup:{news}:d:L:1");

@@ -138,8 +138,16 @@ async fn key_layout_is_the_documented_one() {
     };
     let s = |v: redis::Value| -> String { redis::from_redis_value(v).unwrap() };
     assert_eq!(
-        s(q(&mut c, &["HGET", &k.ids(&label), "article-1"])),
+        s(q(
+            &mut c,
+            &["HGET", &k.ids(&label, 14, "article-1"), "article-1"]
+        )),
         "0123456789abcdef:1"
+    );
+    // As docs/redis-keys.md computes the name: the top 14 bits of the id's SHA-1.
+    assert_eq!(
+        k.ids(&label, 14, "article-1"),
+        format!("simdedup:{{news}}:i:{label}:225f")
     );
     // The bucket's counter and shape: a first bucket is shaped for
     // expected_articles (1 M per 48 h window, so 500,000 per 24 h bucket).
@@ -320,11 +328,21 @@ async fn racing_copies_of_one_id_insert_it_once() {
     // One stored article per id.
     let mut conn = server.connection();
     let label = idx_label(&indexes[0], t);
-    let n: u64 = redis::cmd("HLEN")
-        .arg(indexes[0].keys().ids(&label))
+    let id_hashes: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}i:{label}:*", indexes[0].keys().prefix()))
         .query(&mut conn)
         .unwrap();
+    let mut n = 0;
+    for key in id_hashes {
+        n += redis::cmd("HLEN").arg(key).query::<u64>(&mut conn).unwrap();
+    }
     assert_eq!(n, 5);
+    let handles: u64 = redis::cmd("HGET")
+        .arg(indexes[0].keys().counter(&label))
+        .arg("n")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(handles, 5, "one handle per stored article");
 }
 
 /// Copies with one SimHash racing where that SimHash is already a block set

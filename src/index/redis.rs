@@ -39,16 +39,24 @@ use crate::fingerprint::Fingerprint;
 use crate::keys::{bucket_label, shape_bits, validate_namespace, Keys};
 use crate::simhash::hamming;
 
-static GATHER: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/gather.lua")));
-static COMMIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/commit.lua")));
-static RESOLVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/resolve.lua")));
-static LOOKUP: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/lookup.lua")));
-static DELETE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/delete.lua")));
+/// An index script: `lua/prelude.lua` (helpers the scripts share) followed by
+/// the script's own text, loaded as one script.
+macro_rules! index_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../../lua/prelude.lua"),
+                include_str!(concat!("../../lua/", $file))
+            ))
+        })
+    };
+}
+
+static GATHER: LazyLock<Script> = index_script!("gather.lua");
+static COMMIT: LazyLock<Script> = index_script!("commit.lua");
+static RESOLVE: LazyLock<Script> = index_script!("resolve.lua");
+static LOOKUP: LazyLock<Script> = index_script!("lookup.lua");
+static DELETE: LazyLock<Script> = index_script!("delete.lua");
 
 const HOUR_MS: u64 = 3600 * 1000;
 

@@ -100,7 +100,8 @@ pub struct StreamStats {
 pub struct BucketStats {
     pub label: String,
     pub start_ms: i64,
-    /// Articles stored in the bucket (`HLEN` of its id hash).
+    /// Articles filed in the bucket: its handle counter (field `n` of its `n:`
+    /// hash), so deleted articles still count.
     pub articles: i64,
 }
 
@@ -156,14 +157,14 @@ pub async fn stats<C: ConnectionLike + Send>(
     if !buckets.is_empty() {
         let mut pipe = redis::pipe();
         for (label, _) in &buckets {
-            pipe.cmd("HLEN").arg(keys.ids(label));
+            pipe.cmd("HGET").arg(keys.counter(label)).arg("n");
         }
-        let sizes: Vec<i64> = pipe.query_async(conn).await?;
+        let sizes: Vec<Option<i64>> = pipe.query_async(conn).await?;
         for ((label, start), articles) in buckets.into_iter().zip(sizes) {
             index_buckets.push(BucketStats {
                 label,
                 start_ms: start as i64,
-                articles,
+                articles: articles.unwrap_or(0),
             });
         }
     }
