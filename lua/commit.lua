@@ -154,8 +154,7 @@ if not k then k = tonumber(redis.call('HGET', nkey, 'k')) end
 
 local chunk = string.format('%d', math.floor(hn / 100))
 local ikey = ids_key(P, label, k, id)
-redis.call('HSET', ikey, id, simhex .. ':' .. h)
-redis.call('EXPIREAT', ikey, expire_at)
+set_field(ikey, id, simhex .. ':' .. h, expire_at)
 local fkey = P .. 'f:' .. label .. ':' .. chunk
 redis.call('HSET', fkey, h, ARGV[8])
 local mkey = P .. 'm:' .. label .. ':' .. chunk
@@ -186,10 +185,9 @@ if content ~= '' then
     end
   end
   -- Append the handle to the lists read by the gather (unchanged since: the
-  -- value is known). The key may be new: set its expiry.
+  -- value is known).
   local function append(key, field, old)
-    redis.call('HSET', key, field, old == '' and h or (old .. ' ' .. h))
-    redis.call('EXPIREAT', key, expire_at)
+    set_field(key, field, old == '' and h or (old .. ' ' .. h), expire_at)
   end
   append(hkey, simdec, hval)
   append(ckey, cdec, cval)

@@ -55,3 +55,14 @@ local function add_candidates(P, label, list, cands, seen)
     end
   end
 end
+
+-- HSET `field` = `value` in hash `key`, giving the key its expiry when this
+-- call creates it. Every i:, h:, c:, s: hash carries an empty field "" (ids
+-- are never empty, the others are numbers), written along with each field:
+-- HSET answers 2 (two new fields) only when the hash did not exist, so the
+-- EXPIREAT is sent once per key instead of once per write.
+local function set_field(key, field, value, expire_at)
+  if redis.call('HSET', key, field, value, '', '') == 2 then
+    redis.call('EXPIREAT', key, expire_at)
+  end
+end

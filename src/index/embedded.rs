@@ -83,11 +83,12 @@ impl EmbeddedIndex {
         if let Some(outcome) = state.replay(&entry.id, &self.config) {
             return outcome;
         }
-        let verdict = state.decide(entry, &self.config);
+        let (verdict, examined) = state.decide(entry, &self.config);
         state.insert(entry, verdict.clone());
         Outcome {
             verdict,
             replayed: false,
+            examined,
         }
     }
 
@@ -97,9 +98,11 @@ impl EmbeddedIndex {
         if let Some(outcome) = state.replay(&entry.id, &self.config) {
             return outcome;
         }
+        let (verdict, examined) = state.decide(entry, &self.config);
         Outcome {
-            verdict: state.decide(entry, &self.config),
+            verdict,
             replayed: false,
+            examined,
         }
     }
 
@@ -176,13 +179,15 @@ impl State {
         self.live_row(id, cfg).map(|row| Outcome {
             verdict: row.verdict.clone(),
             replayed: true,
+            examined: 0,
         })
     }
 
-    fn decide(&self, entry: &IndexEntry, cfg: &DecisionConfig) -> Verdict {
+    /// The verdict on `entry` and how many index slots were examined.
+    fn decide(&self, entry: &IndexEntry, cfg: &DecisionConfig) -> (Verdict, u32) {
         let fp = &entry.fingerprint;
         if fp.is_empty() {
-            return Verdict::Unique;
+            return (Verdict::Unique, 0);
         }
         let mut slots: Vec<u32> = Vec::new();
         for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
@@ -192,6 +197,7 @@ impl State {
         for s in fp.lookup_signatures(cfg.lookup_signatures) {
             slots.extend(self.signatures.get(s).into_iter().flatten());
         }
+        let examined = u32::try_from(slots.len()).unwrap_or(u32::MAX);
         slots.sort_unstable();
         slots.dedup();
         let candidates = slots
@@ -204,7 +210,7 @@ impl State {
                 signatures: &r.fingerprint.signatures,
                 ts_ms: r.ts_ms,
             });
-        match decide(fp, entry.ts_ms, candidates, cfg) {
+        let verdict = match decide(fp, entry.ts_ms, candidates, cfg) {
             None => Verdict::Unique,
             Some(m) => {
                 let root = self
@@ -214,7 +220,8 @@ impl State {
                     .and_then(|r| r.verdict.duplicate().map(|d| d.dup_of.clone()));
                 Verdict::from_match(m, root.as_deref())
             }
-        }
+        };
+        (verdict, examined)
     }
 
     fn insert(&mut self, entry: &IndexEntry, verdict: Verdict) {
@@ -296,10 +303,12 @@ impl State {
 
 impl Index for EmbeddedIndex {
     async fn check_and_insert(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
+        super::require_id(&entry.id)?;
         Ok(self.check_and_insert_now(entry))
     }
 
     async fn query(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
+        super::require_id(&entry.id)?;
         Ok(self.query_now(entry))
     }
 

@@ -86,6 +86,12 @@ pub struct Outcome {
     /// The id was already in the index: `verdict` is the one stored for it then,
     /// and nothing was written (idempotency).
     pub replayed: bool,
+    /// Index entries this check examined: SimHashes compared (block set members
+    /// in Redis, pigeonhole slots in the embedded index) plus stored articles
+    /// fetched by content or sketch hash; 0 for a replay. The work a check
+    /// costs, which grows with the index (the `simdedup_candidates_per_check`
+    /// metric).
+    pub examined: u32,
 }
 
 /// What the index holds about one article.
@@ -120,6 +126,18 @@ pub enum IndexError {
     /// The index cannot be used as configured (bad option, unsafe server setting).
     #[error("index misconfigured: {0}")]
     Config(String),
+    /// An article with an empty id: articles are stored, replayed and deleted by
+    /// id (the Redis index also reserves the empty field name in its hashes).
+    #[error("article id is empty")]
+    EmptyId,
+}
+
+/// `Err(IndexError::EmptyId)` for an empty id: what both indexes check first.
+pub(crate) fn require_id(id: &str) -> Result<(), IndexError> {
+    if id.is_empty() {
+        return Err(IndexError::EmptyId);
+    }
+    Ok(())
 }
 
 /// A store of recent fingerprints that makes and records verdicts.

@@ -288,21 +288,26 @@ impl RedisIndex {
         let inner = &self.inner;
         let probe = Probe::new(entry, &inner.config, inner.bucket_ms, inner.default_shape);
         let mut conn = inner.conn.clone();
+        // Work over all attempts (a retry reads everything again).
+        let mut examined = 0u32;
         for _ in 0..inner.max_attempts {
             let mut snap = match self.gather(&mut conn, entry, &probe).await? {
                 Gathered::Replay(stored) => {
                     return Ok(Outcome {
                         verdict: stored.verdict,
                         replayed: true,
+                        examined: 0,
                     })
                 }
                 Gathered::Snapshot(s) => s,
             };
             let verdict = self.decide(&mut conn, entry, &mut snap).await?;
+            examined = examined.saturating_add(snap.examined());
             if !write {
                 return Ok(Outcome {
                     verdict,
                     replayed: false,
+                    examined,
                 });
             }
             match self
@@ -313,6 +318,7 @@ impl RedisIndex {
                     return Ok(Outcome {
                         verdict,
                         replayed: false,
+                        examined,
                     })
                 }
                 Committed::Replay => {
@@ -320,6 +326,7 @@ impl RedisIndex {
                         return Ok(Outcome {
                             verdict: stored.verdict,
                             replayed: true,
+                            examined: 0,
                         });
                     }
                     // Deleted in between: check again.
@@ -866,6 +873,18 @@ struct Snapshot {
     buckets: Vec<BucketSnap>,
 }
 
+impl Snapshot {
+    /// Block set members read plus stored articles fetched (`Outcome::examined`).
+    fn examined(&self) -> u32 {
+        let n: usize = self
+            .buckets
+            .iter()
+            .map(|b| b.members.iter().map(Vec::len).sum::<usize>() + b.cands.len())
+            .sum();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+}
+
 /// What gather.lua (and resolve.lua) read in one live bucket, with the versions
 /// commit.lua re-checks.
 struct BucketSnap {
@@ -930,10 +949,12 @@ fn int(v: Option<Value>) -> Result<i64, IndexError> {
 
 impl Index for RedisIndex {
     async fn check_and_insert(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
+        super::require_id(&entry.id)?;
         self.check(entry, true).await
     }
 
     async fn query(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
+        super::require_id(&entry.id)?;
         self.check(entry, false).await
     }
 

@@ -18,23 +18,55 @@ const BUCKETS: [f64; 16] = [
     1.0, 2.5, 10.0,
 ];
 
-/// A latency histogram with fixed buckets.
-#[derive(Debug, Default)]
+/// Count buckets for "index entries examined per check": 0, then powers of two.
+const COUNT_BUCKETS: [f64; 16] = [
+    0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+    16384.0,
+];
+
+/// A histogram with fixed buckets: latencies in seconds ([`Histogram::default`])
+/// or counts ([`Histogram::counts`]).
+#[derive(Debug)]
 pub struct Histogram {
-    buckets: [AtomicU64; BUCKETS.len()],
+    bounds: &'static [f64; 16],
+    buckets: [AtomicU64; 16],
     count: AtomicU64,
-    sum_nanos: AtomicU64,
+    /// Sum of the observed values in millionths (µs for latencies).
+    sum_millionths: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Histogram {
+        Histogram::with_bounds(&BUCKETS)
+    }
 }
 
 impl Histogram {
+    fn with_bounds(bounds: &'static [f64; 16]) -> Histogram {
+        Histogram {
+            bounds,
+            buckets: Default::default(),
+            count: AtomicU64::new(0),
+            sum_millionths: AtomicU64::new(0),
+        }
+    }
+
+    /// A histogram of counts (buckets 0, 1, 2, 4, … 16384).
+    pub fn counts() -> Histogram {
+        Histogram::with_bounds(&COUNT_BUCKETS)
+    }
+
     pub fn observe(&self, d: Duration) {
-        let secs = d.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|&b| secs <= b) {
+        self.observe_value(d.as_secs_f64());
+    }
+
+    pub fn observe_value(&self, v: f64) {
+        if let Some(i) = self.bounds.iter().position(|&b| v <= b) {
             self.buckets[i].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_nanos
-            .fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.sum_millionths
+            .fetch_add((v * 1e6) as u64, Ordering::Relaxed);
     }
 
     pub fn count(&self) -> u64 {
@@ -44,13 +76,13 @@ impl Histogram {
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
         let mut cumulative = 0;
-        for (i, bound) in BUCKETS.iter().enumerate() {
+        for (i, bound) in self.bounds.iter().enumerate() {
             cumulative += self.buckets[i].load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
         }
         let count = self.count();
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let sum = self.sum_millionths.load(Ordering::Relaxed) as f64 / 1e6;
         let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
     }
 }
@@ -103,7 +135,7 @@ fn label(pairs: &[(&str, &str)]) -> String {
 }
 
 /// All metrics of one worker process. Shared by `Arc`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     articles: Family,
     rejected: Family,
@@ -123,6 +155,32 @@ pub struct Metrics {
     pub index_latency: Histogram,
     pub commit_latency: Histogram,
     pub read_latency: Histogram,
+    /// Index entries each check examined (see `Outcome::examined`).
+    pub examined: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            articles: Family::default(),
+            rejected: Family::default(),
+            replayed: AtomicU64::new(0),
+            claimed: AtomicU64::new(0),
+            dead_letters: AtomicU64::new(0),
+            commit_skipped: AtomicU64::new(0),
+            redis_errors: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
+            index_retries: AtomicU64::new(0),
+            pending: AtomicI64::new(0),
+            lag: AtomicI64::new(0),
+            in_flight: AtomicI64::new(0),
+            fingerprint_latency: Histogram::default(),
+            index_latency: Histogram::default(),
+            commit_latency: Histogram::default(),
+            read_latency: Histogram::default(),
+            examined: Histogram::counts(),
+        }
+    }
 }
 
 impl Metrics {
@@ -232,6 +290,11 @@ impl Metrics {
             "simdedup_read_seconds",
             "Time of one non-empty XREADGROUP/XAUTOCLAIM read.",
         );
+        self.examined.render(
+            &mut out,
+            "simdedup_candidates_per_check",
+            "Index entries one check examined: SimHashes read from block sets plus stored articles fetched (0 for a replay).",
+        );
         out
     }
 }
@@ -257,5 +320,13 @@ mod tests {
         assert!(text.contains("simdedup_fingerprint_seconds_bucket{le=\"0.005\"} 2"));
         assert!(text.contains("simdedup_fingerprint_seconds_count 2"));
         assert_eq!(m.articles_count("unique", "none"), 1);
+        m.examined.observe_value(0.0);
+        m.examined.observe_value(3.0);
+        m.examined.observe_value(100.0);
+        let text = m.render();
+        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"0\"} 1"));
+        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"4\"} 2"));
+        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"128\"} 3"));
+        assert!(text.contains("simdedup_candidates_per_check_sum 103"));
     }
 }

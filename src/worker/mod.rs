@@ -703,12 +703,15 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
                 } else {
                     shared.index.query(entry).await
                 };
-                outcome.map(|o| Resolution::Decided {
-                    id: entry.id.clone(),
-                    op: if *insert { "check" } else { "query" },
-                    verdict: o.verdict,
-                    simhash: entry.fingerprint.simhash,
-                    replayed: o.replayed,
+                outcome.map(|o| {
+                    shared.metrics.examined.observe_value(f64::from(o.examined));
+                    Resolution::Decided {
+                        id: entry.id.clone(),
+                        op: if *insert { "check" } else { "query" },
+                        verdict: o.verdict,
+                        simhash: entry.fingerprint.simhash,
+                        replayed: o.replayed,
+                    }
                 })
             }
             Prepared::Delete(id) => {

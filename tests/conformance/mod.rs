@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use simdedup::decision::{DecisionConfig, Signal};
 use simdedup::fingerprint::Fingerprint;
-use simdedup::index::{Cluster, Duplicate, Index, IndexEntry, Outcome, Verdict};
+use simdedup::index::{Cluster, Duplicate, Index, IndexEntry, IndexError, Outcome, Verdict};
 
 pub const HOUR: i64 = 3600 * 1000;
 pub const WINDOW: i64 = 48 * HOUR;
@@ -34,6 +34,8 @@ macro_rules! conformance_cases {
         $run!(empty_fingerprints_are_never_compared);
         $run!(get_returns_what_was_stored);
         $run!(cluster_lists_root_and_duplicates);
+        $run!(empty_ids_are_refused);
+        $run!(checks_report_what_they_examined);
     };
 }
 
@@ -367,4 +369,31 @@ pub async fn cluster_lists_root_and_duplicates<I: Index>(idx: &I) {
             duplicates: vec!["d1".into()]
         })
     );
+}
+
+pub async fn empty_ids_are_refused<I: Index>(idx: &I) {
+    let e = entry("", base(), fp(S, 1, &[]));
+    assert!(matches!(
+        idx.check_and_insert(&e).await,
+        Err(IndexError::EmptyId)
+    ));
+    assert!(matches!(idx.query(&e).await, Err(IndexError::EmptyId)));
+    // Nothing was stored: a real article with that fingerprint is unique.
+    assert_eq!(
+        verdict(idx, &entry("a", base(), fp(S, 1, &[]))).await,
+        Verdict::Unique
+    );
+}
+
+pub async fn checks_report_what_they_examined<I: Index>(idx: &I) {
+    let t = base();
+    let first = insert(idx, &entry("a", t, fp(S, 1, &sketch(1, 12)))).await;
+    assert!(!first.replayed);
+    assert_eq!(first.examined, 0, "an empty index has nothing to examine");
+    let copy = insert(idx, &entry("b", t, fp(flip(1), 2, &sketch(1, 12)))).await;
+    assert!(copy.verdict.is_duplicate());
+    assert!(copy.examined >= 1, "{copy:?}");
+    let replay = insert(idx, &entry("b", t, fp(flip(1), 2, &sketch(1, 12)))).await;
+    assert!(replay.replayed);
+    assert_eq!(replay.examined, 0);
 }
