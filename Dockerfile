@@ -38,8 +38,13 @@ RUN touch src/main.rs src/lib.rs \
 
 # ---- runtime ----------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime
-# No TLS, no curl: the binary needs only glibc and libgcc (both in the base).
-RUN groupadd --system --gid 10001 simdedup \
+# The binary needs glibc and libgcc (both in the base) and, for rediss:// URLs,
+# the system's CA roots (ca-certificates; a private CA: mount it and set
+# SSL_CERT_FILE). No curl.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 simdedup \
  && useradd --system --uid 10001 --gid simdedup --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin simdedup
 COPY --from=build /usr/local/bin/simdedup /usr/local/bin/simdedup

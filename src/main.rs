@@ -68,7 +68,7 @@ enum Command {
 /// Settings of every command that talks to Redis.
 #[derive(Args, Debug)]
 struct RedisCommon {
-    /// Redis URL, e.g. redis://user:password@host:6379/0 (TLS, rediss://, is not supported yet).
+    /// Redis URL, e.g. redis://user:password@host:6379/0, or rediss://… for TLS (a private CA: set SSL_CERT_FILE).
     #[arg(long, value_name = "URL")]
     redis_url: Option<String>,
     /// Namespace: keys are simdedup:{NS}:*.
@@ -544,7 +544,13 @@ async fn connect(s: &Settings) -> Result<redis::aio::MultiplexedConnection> {
     client
         .get_multiplexed_async_connection()
         .await
-        .with_context(|| format!("cannot connect to {}", redact_url(&s.redis_url)))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot connect to {}: {}",
+                redact_url(&s.redis_url),
+                simdedup::settings::with_connection_advice(e)
+            )
+        })
 }
 
 fn run_produce(args: ProduceArgs) -> Result<()> {

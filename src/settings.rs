@@ -45,7 +45,7 @@ pub struct Settings {
     pub max_text_bytes: usize,
     pub fingerprint: FingerprintConfig,
     pub decision: DecisionConfig,
-    /// Redis server URL (`redis://[user:password@]host:port[/db]`; TLS is not supported yet).
+    /// Redis server URL (`redis://[user:password@]host:port[/db]`, `rediss://…` for TLS).
     pub redis_url: String,
     /// Namespace: every key is `simdedup:{NAMESPACE}:...`.
     pub namespace: String,
@@ -180,6 +180,25 @@ fn toml_string(s: &Settings) -> String {
         }
     }
     out
+}
+
+/// What to do about a failed Redis connection, judged from the error's text, when
+/// there is something specific to say (today: TLS certificates on `rediss://`).
+pub fn connection_advice(error: &str) -> Option<&'static str> {
+    let e = error.to_ascii_lowercase();
+    (e.contains("certificate") || e.contains("unknownissuer")).then_some(
+        "the server's TLS certificate is not trusted: set SSL_CERT_FILE to the CA \
+         bundle that signed it (or, for a test server only, end the URL with #insecure)",
+    )
+}
+
+/// `error`, followed by [`connection_advice`] when there is any.
+pub fn with_connection_advice(error: impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    match connection_advice(&text) {
+        Some(advice) => format!("{text} (hint: {advice})"),
+        None => text,
+    }
 }
 
 /// Replace the password of a Redis URL (`redis://user:secret@host` →

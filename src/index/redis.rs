@@ -142,10 +142,11 @@ impl std::fmt::Debug for RedisIndex {
 }
 
 fn backend(e: ::redis::RedisError) -> IndexError {
+    let text = crate::settings::with_connection_advice(&e);
     if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
-        IndexError::Unavailable(e.to_string())
+        IndexError::Unavailable(text)
     } else {
-        IndexError::Backend(e.to_string())
+        IndexError::Backend(text)
     }
 }
 
