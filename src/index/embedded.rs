@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
-use crate::simhash::blocks;
+use crate::simhash::{blocks, hamming};
 
 /// Expired articles are dropped a bucket at a time.
 const BUCKET_MS: i64 = 3600 * 1000;
@@ -190,14 +190,29 @@ impl State {
             return (Verdict::Unique, 0);
         }
         let mut slots: Vec<u32> = Vec::new();
+        let mut examined = 0usize;
+        // Block neighbours are candidates only within `max_distance`, as in the
+        // Redis index (which resolves only those members to articles): a
+        // farther one that shares sketch hashes is found through the sketch
+        // index or not at all, in both.
         for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-            slots.extend(self.blocks[i].get(&block).into_iter().flatten());
+            for &slot in self.blocks[i].get(&block).into_iter().flatten() {
+                examined += 1;
+                let near = self.rows[slot as usize].as_ref().is_some_and(|r| {
+                    hamming(r.fingerprint.simhash, fp.simhash) <= cfg.max_distance
+                });
+                if near {
+                    slots.push(slot);
+                }
+            }
         }
+        let listed = slots.len();
         slots.extend(self.content.get(&fp.content).into_iter().flatten());
         for s in fp.lookup_signatures(cfg.lookup_signatures) {
             slots.extend(self.signatures.get(s).into_iter().flatten());
         }
-        let examined = u32::try_from(slots.len()).unwrap_or(u32::MAX);
+        examined += slots.len() - listed;
+        let examined = u32::try_from(examined).unwrap_or(u32::MAX);
         slots.sort_unstable();
         slots.dedup();
         let candidates = slots

@@ -36,6 +36,7 @@ macro_rules! conformance_cases {
         $run!(cluster_lists_root_and_duplicates);
         $run!(empty_ids_are_refused);
         $run!(checks_report_what_they_examined);
+        $run!(block_neighbours_beyond_k_need_the_sketch_index);
     };
 }
 
@@ -396,4 +397,28 @@ pub async fn checks_report_what_they_examined<I: Index>(idx: &I) {
     let replay = insert(idx, &entry("b", t, fp(flip(1), 2, &sketch(1, 12)))).await;
     assert!(replay.replayed);
     assert_eq!(replay.examined, 0);
+}
+
+/// A SimHash block neighbour farther than `max_distance` is no candidate by
+/// itself: the sentence signal needs the sketch index to link the two (one of
+/// the `lookup_signatures` smallest hashes shared), whatever the rest of the
+/// sketches share. (The embedded index once compared every block neighbour.)
+pub async fn block_neighbours_beyond_k_need_the_sketch_index<I: Index>(idx: &I) {
+    let t = base();
+    let a_sketch: Vec<u32> = (1..=12).map(|i| i * 1000).collect();
+    verdict(idx, &entry("a", t, fp(S, 1, &a_sketch))).await;
+    // 5 bits away in one block (three blocks shared), the 8 largest hashes of
+    // `a` shared, but not its 4 smallest, and its own 4 smallest are new.
+    let mut b_sketch = vec![1, 2, 3, 4];
+    b_sketch.extend_from_slice(&a_sketch[4..]);
+    assert_eq!(
+        verdict(idx, &entry("b", t, fp(S ^ 0x1f, 2, &b_sketch))).await,
+        Verdict::Unique
+    );
+    // The same distance with the whole sketch shared: the sketch index links
+    // them, and the sentence signal decides.
+    assert_eq!(
+        verdict(idx, &entry("c", t, fp(S ^ 0x1f_0000, 3, &a_sketch))).await,
+        dup("a", "a", 5, Signal::Sentence)
+    );
 }
