@@ -19,39 +19,14 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use simdedup::bench::synthetic::FingerprintGen;
 use simdedup::decision::DecisionConfig;
-use simdedup::fingerprint::Fingerprint;
 use simdedup::index::{Index, IndexEntry, RedisIndex, RedisIndexOptions};
 
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
+/// Article `i`: the generator of `simdedup bench` (1 in 5 a near-duplicate of
+/// article `i - 1001`, spread over the last 48 h), seed 0.
 fn article(i: u64, now: i64) -> IndexEntry {
-    // Every 5th article copies article i - 1001 (itself an original) with one SimHash bit flipped and
-    // half of its sketch; the rest are unrelated.
-    let src = if i % 5 == 4 && i >= 1001 { i - 1001 } else { i };
-    let mut signatures: Vec<u32> = (0..12).map(|k| splitmix(src * 16 + k) as u32).collect();
-    if src != i {
-        for (k, s) in signatures.iter_mut().enumerate().skip(6) {
-            *s = splitmix(i * 16 + k as u64 + 1_000_000_000_000) as u32;
-        }
-    }
-    signatures.sort_unstable();
-    let simhash = splitmix(src ^ 0xabcdef) ^ u64::from(src != i);
-    IndexEntry {
-        id: format!("article-{i:07}"),
-        ts_ms: now - 48 * 3_600_000 + (i as i64 * 173_000 / 1000) % (48 * 3_600_000),
-        fingerprint: Fingerprint {
-            simhash,
-            content: splitmix(i + 7_000_000_000),
-            signatures,
-            words: 300,
-        },
-    }
+    FingerprintGen::new(0, now, 48 * 3_600_000).entry(i)
 }
 
 fn info(url: &str, section: &str) -> String {
@@ -113,7 +88,7 @@ async fn run_checks(
 }
 
 fn expected_dups(range: std::ops::Range<u64>) -> u64 {
-    range.filter(|&i| i % 5 == 4 && i >= 1001).count() as u64
+    FingerprintGen::expected_duplicates(range)
 }
 
 #[tokio::main]

@@ -16,9 +16,6 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,6 +24,7 @@ use redis::Value;
 
 use crate::index::EmbeddedIndex;
 use crate::keys::Keys;
+use crate::redis_server::RedisServer;
 use crate::scan::{scan, ScanOptions};
 use crate::settings::{redact_url, Settings};
 use crate::worker::shutdown::ShutdownTrigger;
@@ -73,88 +71,6 @@ pub enum Backend {
     Embedded,
 }
 
-/// A private `redis-server` on a free port of 127.0.0.1, no persistence; killed
-/// (and its directory removed) on drop.
-pub struct LocalRedis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl LocalRedis {
-    /// `redis-server` on `PATH`, if any.
-    pub fn find() -> Option<PathBuf> {
-        let paths = std::env::var_os("PATH")?;
-        std::env::split_paths(&paths)
-            .map(|d| d.join("redis-server"))
-            .find(|p| p.is_file())
-    }
-
-    /// Start `bin` on a free port and wait until it answers PING.
-    pub fn start(bin: &std::path::Path) -> Result<LocalRedis> {
-        for attempt in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .context("finding a free port")?
-                .port();
-            let dir = std::env::temp_dir().join(format!(
-                "simdedup-demo-{}-{attempt}-{port}",
-                std::process::id()
-            ));
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            let child = Command::new(bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("starting {}", bin.display()))?;
-            let mut server = LocalRedis { child, port, dir };
-            if server.wait_ready(Duration::from_secs(10)) {
-                return Ok(server);
-            }
-            // Port taken meanwhile, or slow start: dropping kills it; try again.
-        }
-        bail!("{} did not start on a free port (5 tries)", bin.display())
-    }
-
-    fn wait_ready(&mut self, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            let ok = redis::Client::open(self.url())
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-            if ok.is_ok() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for LocalRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// What a demo run did.
 #[derive(Debug, Clone)]
 pub struct DemoReport {
@@ -179,9 +95,9 @@ pub fn run(options: &DemoOptions, out: &mut dyn Write, note: &mut dyn Write) -> 
         )?;
         return run_on_redis(url, Backend::GivenUrl, options, out, note);
     }
-    match LocalRedis::find() {
+    match crate::redis_server::find_binary() {
         Some(bin) => {
-            let server = LocalRedis::start(&bin)?;
+            let server = RedisServer::start_binary(&bin, &[])?;
             writeln!(
                 note,
                 "simdedup demo: started a private {} on 127.0.0.1:{} (no persistence; stopped at the end)",

@@ -17,11 +17,14 @@
 //! - **Running**: [`article`] turns input into articles or specific rejections;
 //!   [`scan`] is the no-Redis JSONL pipeline; [`eval`] scores verdicts against a
 //!   labelled set; [`settings`] loads configuration (file ← env ← flags);
-//!   [`demo`] runs the worker pipeline on the bundled sample (`simdedup demo`).
+//!   [`demo`] runs the worker pipeline on the bundled sample (`simdedup demo`);
+//!   [`redis_server`] starts a private `redis-server` (demo, bench, tests);
+//!   [`bench`] measures the index and the workers at scale (`simdedup bench`).
 //!
 //! The binary (`src/main.rs`) only parses arguments, sets up tracing and calls in here.
 
 pub mod article;
+pub mod bench;
 pub mod decision;
 pub mod demo;
 pub mod eval;
@@ -30,6 +33,7 @@ pub mod idf;
 pub mod index;
 pub mod keys;
 pub mod normalize;
+pub mod redis_server;
 pub mod scan;
 pub mod settings;
 pub mod signature;

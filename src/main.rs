@@ -63,6 +63,24 @@ enum Command {
     Inspect(InspectArgs),
     /// Print the effective configuration (file ← environment ← flags), secrets redacted.
     Config(RedisCommon),
+    /// Measure the Redis index at scale and the workers end to end, on a private redis-server.
+    #[command(
+        long_about = "Measure the Redis index at scale and the workers end to end (issue 6).\n\n\
+            Starts its own redis-server on a free port (no persistence, maxmemory capped, stopped at the \
+            end and on Ctrl-C; needs `redis-server` on PATH or REDIS_SERVER_BIN). Then:\n\
+            1. end to end on an empty index: K articles XADDed to simdedup:{bench}:in, W `simdedup worker` \
+            processes, timed from the first worker's start until every entry has its output;\n\
+            2. for each size: the index filled with seeded synthetic fingerprints over the last 48 h, Redis \
+            bytes per article (INFO memory), M check-and-insert calls through the real path (client p50/p99, \
+            Redis µs per check from INFO commandstats, Redis CPU per check), and the end-to-end runs again.\n\n\
+            Prints a Markdown table on stdout; --write-docs puts it, with the machine and the targets of \
+            issues 3, 4 and 6, between the `<!-- simdedup bench: begin/end -->` markers of a file.\n\n\
+            Examples:\n  simdedup bench --quick                       # a few minutes: 100 k articles\n  \
+            simdedup bench --sizes 1000000 --write-docs docs/benchmarks.md\n  \
+            simdedup bench --corpus ../shared/data/cctv-news-2022-2025.jsonl --no-index-sizes\n\n\
+            10 M articles take about 4-5 GB of Redis memory and 30-60 minutes on 2 cores."
+    )]
+    Bench(BenchArgs),
 }
 
 /// Settings of every command that talks to Redis.
@@ -126,6 +144,63 @@ struct WorkerArgs {
     /// On SIGTERM/SIGINT, wait at most this long for in-flight entries (milliseconds).
     #[arg(long, value_name = "MS")]
     shutdown_timeout_ms: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// Index sizes in articles, comma-separated (default 1000000,10000000; --quick: 100000).
+    #[arg(long, value_delimiter = ',', value_name = "N,N,…")]
+    sizes: Option<Vec<u64>>,
+    /// Measure end to end on the empty index only (no preloaded sizes).
+    #[arg(long, conflicts_with = "sizes")]
+    no_index_sizes: bool,
+    /// Measured check-and-insert calls per size (default 100000; --quick: 10000).
+    #[arg(long, value_name = "M")]
+    checks: Option<u64>,
+    /// Checks in flight at once, as a busy worker has them.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Worker counts of the end-to-end runs, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,2,4",
+        value_name = "W,W,…"
+    )]
+    workers: Vec<usize>,
+    /// No end-to-end runs (index measurements only).
+    #[arg(long)]
+    no_e2e: bool,
+    /// Articles per end-to-end run (default 20000; --quick: 5000).
+    #[arg(long, value_name = "K")]
+    e2e_articles: Option<u64>,
+    /// Seed of the synthetic fingerprints and texts.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Real articles (JSONL with "text") for the end-to-end runs, e.g. ../shared/data/cctv-news-2022-2025.jsonl.
+    #[arg(long, value_name = "FILE.jsonl")]
+    corpus: Option<PathBuf>,
+    /// A smoke run: sizes 100000, 10000 checks, 5000 articles per end-to-end run (flags given win).
+    #[arg(long)]
+    quick: bool,
+    /// Replace the bench section of this Markdown file (e.g. docs/benchmarks.md) with the results.
+    #[arg(long, value_name = "FILE")]
+    write_docs: Option<PathBuf>,
+    /// Redis maxmemory in GB (default: 3/4 of the available memory); the bench stops before it.
+    #[arg(long, value_name = "GB")]
+    max_memory_gb: Option<f64>,
+    /// Passed to the workers (their default otherwise).
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Passed to the workers (their default otherwise).
+    #[arg(long)]
+    max_in_flight: Option<usize>,
+    /// Give up on an end-to-end run after this many seconds.
+    #[arg(long, default_value_t = 900, value_name = "SECONDS")]
+    e2e_timeout: u64,
+    /// No progress on stderr.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 #[derive(Args, Debug)]
@@ -298,6 +373,7 @@ fn main() -> std::process::ExitCode {
         Command::Stats(args) => run_stats(args),
         Command::Inspect(args) => run_inspect(args),
         Command::Config(args) => run_config(args),
+        Command::Bench(args) => run_bench(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -643,5 +719,61 @@ fn run_inspect(args: InspectArgs) -> Result<()> {
 fn run_config(args: RedisCommon) -> Result<()> {
     let s = args.settings()?;
     print!("{}", s.to_redacted_toml());
+    Ok(())
+}
+
+fn run_bench(args: BenchArgs) -> Result<()> {
+    let exe = std::env::current_exe().context("finding the simdedup binary for the workers")?;
+    let mut o = simdedup::bench::BenchOptions::new(exe);
+    if args.quick {
+        o.sizes = vec![100_000];
+        o.checks = 10_000;
+        o.e2e_articles = 5_000;
+    }
+    if let Some(sizes) = args.sizes {
+        o.sizes = sizes;
+    }
+    if args.no_index_sizes {
+        o.sizes.clear();
+    }
+    if let Some(m) = args.checks {
+        o.checks = m;
+    }
+    if let Some(k) = args.e2e_articles {
+        o.e2e_articles = k;
+    }
+    o.concurrency = args.concurrency;
+    o.workers = if args.no_e2e {
+        Vec::new()
+    } else {
+        args.workers
+    };
+    o.seed = args.seed;
+    o.corpus = args.corpus;
+    o.max_memory_bytes = args.max_memory_gb.map(|gb| (gb * 1e9) as u64);
+    o.batch_size = args.batch_size;
+    o.max_in_flight = args.max_in_flight;
+    o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
+    o.progress = !args.no_progress;
+    o.command_line = std::iter::once("simdedup".to_owned())
+        .chain(std::env::args().skip(1).map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_=.,/:".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        }))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let report = runtime()?.block_on(simdedup::bench::run(&o))?;
+    print!("{}", simdedup::bench::report::markdown(&report));
+    if let Some(path) = &args.write_docs {
+        simdedup::bench::report::write_docs(path, &report)
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("simdedup bench: results written to {}", path.display());
+    }
     Ok(())
 }

@@ -4,44 +4,18 @@
 //! test fails (it is not skipped) with a message saying how to install it.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A `redis-server` child process, killed (and its directory removed) on drop.
+/// A private `redis-server` ([`simdedup::redis_server::RedisServer`]) that panics
+/// instead of returning errors, as tests want; killed on drop.
 pub struct RedisServer {
-    child: Child,
+    inner: simdedup::redis_server::RedisServer,
     pub port: u16,
-    pub dir: tempfile::TempDir,
-}
-
-const INSTALL_HINT: &str =
-    "redis-server was not found on PATH. These tests start their own Redis. \
-Install it with `sudo apt-get install redis-server` (Debian/Ubuntu), `brew install redis` (macOS), \
-or set REDIS_SERVER_BIN to the binary's path.";
-
-fn redis_server_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("REDIS_SERVER_BIN") {
-        return PathBuf::from(p);
-    }
-    let found = std::env::var_os("PATH").map(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("redis-server"))
-            .find(|p| p.is_file())
-    });
-    match found.flatten() {
-        Some(p) => p,
-        None => panic!("{INSTALL_HINT}"),
-    }
 }
 
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    simdedup::redis_server::free_port().expect("bind an ephemeral port")
 }
 
 impl RedisServer {
@@ -52,73 +26,23 @@ impl RedisServer {
 
     /// Start a server with extra `--flag value` arguments.
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        let bin = redis_server_bin();
-        // Another process may grab the port between our probe and the bind: retry.
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = tempfile::tempdir().expect("temp dir");
-            let child = Command::new(&bin)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .arg("--dir")
-                .arg(dir.path())
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}. {INSTALL_HINT}", bin.display()));
-            let mut server = RedisServer { child, port, dir };
-            if server.wait_ready(Duration::from_secs(10)) {
-                return server;
-            }
-            // Dropping `server` kills the child; try another port.
+        let inner = simdedup::redis_server::RedisServer::start_with(extra)
+            .unwrap_or_else(|e| panic!("these tests start their own Redis: {e}"));
+        RedisServer {
+            port: inner.port(),
+            inner,
         }
-        panic!("redis-server did not start on a free port after 5 tries");
-    }
-
-    fn wait_ready(&mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if let Ok(client) = redis::Client::open(self.url()) {
-                if let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(200))
-                {
-                    if redis::cmd("PING").query::<String>(&mut conn).is_ok() {
-                        return true;
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.inner.url()
     }
 
     /// A synchronous connection for test assertions.
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
+        self.inner
+            .connection()
             .expect("connect to the test redis-server")
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

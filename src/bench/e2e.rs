@@ -1,0 +1,351 @@
+//! End to end through the streams: K articles produced into the input stream,
+//! then W `simdedup worker` processes (this very binary) started on the same
+//! namespace, timed from the first worker's start until every input entry has
+//! its output entry.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::Value;
+use serde::Serialize;
+
+use super::info::Info;
+use super::synthetic::TextGen;
+use super::BenchError;
+use crate::keys::Keys;
+use crate::worker::stream::parse_raw_entry;
+use crate::worker::tools::produce;
+
+/// Where the articles of the end-to-end runs come from.
+#[derive(Debug, Clone)]
+pub enum Articles {
+    /// Generated texts ([`TextGen`]); every run gets new ones.
+    Synthetic(TextGen),
+    /// Real articles (`text` and `title` of JSON lines); run `r` takes the
+    /// `r`-th slice of K articles, wrapping around.
+    Corpus(Vec<(String, Option<String>)>),
+}
+
+impl Articles {
+    /// Read a JSONL corpus (`{"text", ["title"], …}` per line).
+    pub fn corpus(path: &Path) -> Result<Articles, BenchError> {
+        let data = std::fs::read(path).map_err(|e| BenchError::Corpus {
+            path: path.to_owned(),
+            why: e.to_string(),
+        })?;
+        let mut articles = Vec::new();
+        for line in data.split(|&b| b == b'\n') {
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let Some(text) = v["text"].as_str().filter(|t| !t.trim().is_empty()) {
+                articles.push((text.to_owned(), v["title"].as_str().map(str::to_owned)));
+            }
+        }
+        if articles.is_empty() {
+            return Err(BenchError::Corpus {
+                path: path.to_owned(),
+                why: "no JSON lines with a non-empty \"text\"".into(),
+            });
+        }
+        Ok(Articles::Corpus(articles))
+    }
+
+    /// What the report says about the articles.
+    pub fn describe(&self) -> String {
+        match self {
+            Articles::Synthetic(_) => "synthetic zh/en texts".into(),
+            Articles::Corpus(a) => format!("corpus of {} articles", a.len()),
+        }
+    }
+
+    /// JSON lines of run `run`: `k` articles with ids `e2e-<run>-<j>`.
+    fn jsonl(&self, run: u64, k: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        for j in 0..k {
+            let id = format!("e2e-{run}-{j}");
+            let line = match self {
+                Articles::Synthetic(gen) => {
+                    serde_json::json!({"id": id, "text": gen.text(run * k + j)})
+                }
+                Articles::Corpus(a) => {
+                    let (text, title) = &a[((run * k + j) % a.len() as u64) as usize];
+                    serde_json::json!({"id": id, "text": text, "title": title})
+                }
+            };
+            out.extend_from_slice(line.to_string().as_bytes());
+            out.push(b'\n');
+        }
+        out
+    }
+}
+
+/// One end-to-end run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct E2e {
+    pub workers: usize,
+    pub articles: u64,
+    /// From the first worker's start to the last output entry (start-up included).
+    pub seconds: f64,
+    pub articles_per_s: f64,
+    /// From the first output entry to the last (start-up excluded).
+    pub steady_per_s: f64,
+    pub unique: u64,
+    pub duplicate: u64,
+    pub rejected: u64,
+    /// `code` of the rejected entries, with counts (e.g. `contention: 1`).
+    pub rejected_codes: std::collections::BTreeMap<String, u64>,
+    /// Input entries with an output entry (joined on `source`).
+    pub answered: u64,
+    /// Entries pending in the group when the last output appeared.
+    pub pending: u64,
+    pub redis_cpu_us_per_article: f64,
+}
+
+/// How to run the workers.
+#[derive(Debug, Clone)]
+pub struct WorkerSetup {
+    pub exe: PathBuf,
+    pub url: String,
+    pub namespace: String,
+    pub batch_size: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    pub timeout: Duration,
+    /// Workers' stderr goes to files here.
+    pub log_dir: PathBuf,
+}
+
+/// Worker processes, killed on drop (error, Ctrl-C) unless stopped before.
+struct Workers {
+    children: Vec<(Child, PathBuf)>,
+}
+
+impl Workers {
+    fn spawn(setup: &WorkerSetup, run: u64, n: usize) -> Result<Workers, BenchError> {
+        let mut workers = Workers {
+            children: Vec::new(),
+        };
+        for w in 0..n {
+            let log = setup.log_dir.join(format!("worker-{run}-{w}.log"));
+            let mut cmd = Command::new(&setup.exe);
+            cmd.args(["worker", "--redis-url", &setup.url])
+                .args(["--namespace", &setup.namespace])
+                .args(["--http-addr", "", "--consumer", &format!("bench-{run}-{w}")]);
+            if let Some(b) = setup.batch_size {
+                cmd.args(["--batch-size", &b.to_string()]);
+            }
+            if let Some(m) = setup.max_in_flight {
+                cmd.args(["--max-in-flight", &m.to_string()]);
+            }
+            // The workers get the defaults, whatever this shell's SIMDEDUP_* say.
+            for (k, _) in std::env::vars_os() {
+                if k.to_string_lossy().starts_with("SIMDEDUP_") {
+                    cmd.env_remove(k);
+                }
+            }
+            let stderr = File::create(&log)?;
+            let child = cmd
+                .env("SIMDEDUP_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(stderr)
+                .spawn()
+                .map_err(|e| {
+                    BenchError::Worker(format!("cannot run {}: {e}", setup.exe.display()))
+                })?;
+            workers.children.push((child, log));
+        }
+        Ok(workers)
+    }
+
+    /// A worker that exited already, with the end of its log.
+    fn exited(&mut self) -> Option<String> {
+        for (child, log) in &mut self.children {
+            if let Ok(Some(status)) = child.try_wait() {
+                let text = std::fs::read_to_string(&*log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(10).collect();
+                return Some(format!(
+                    "a worker exited early ({status}); the end of {}:\n{}",
+                    log.display(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ));
+            }
+        }
+        None
+    }
+
+    /// SIGTERM (graceful), then SIGKILL after 15 s.
+    fn stop(mut self) {
+        for (child, _) in &self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        for (child, _) in &mut self.children {
+            while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // Drop kills whatever is left.
+        self.children.iter_mut().for_each(|(c, _)| {
+            let _ = c.kill();
+            let _ = c.wait();
+        });
+        self.children.clear();
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for (child, _) in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+async fn xlen(conn: &mut MultiplexedConnection, key: &str) -> Result<u64, BenchError> {
+    Ok(redis::cmd("XLEN").arg(key).query_async(conn).await?)
+}
+
+/// Run `k` articles of `articles` (run number `run`) through `workers` workers.
+/// The input, output and dead-letter streams are deleted first (with the
+/// consumer group); the index is left as it is.
+pub async fn run(
+    conn: &mut MultiplexedConnection,
+    setup: &WorkerSetup,
+    articles: &Articles,
+    run: u64,
+    k: u64,
+    workers: usize,
+) -> Result<E2e, BenchError> {
+    let keys = Keys::new(&setup.namespace);
+    redis::cmd("DEL")
+        .arg(keys.input_stream())
+        .arg(keys.output_stream())
+        .arg(keys.dead_stream())
+        .query_async::<()>(conn)
+        .await?;
+    let jsonl = articles.jsonl(run, k);
+    produce(
+        conn,
+        &keys,
+        jsonl.as_slice(),
+        500,
+        &indicatif::ProgressBar::hidden(),
+    )
+    .await
+    .map_err(|e| BenchError::Worker(format!("producing the articles: {e}")))?;
+    let cpu0 = Info::fetch(conn, "cpu").await?.cpu_seconds();
+    let started = Instant::now();
+    let mut procs = Workers::spawn(setup, run, workers)?;
+    let out = keys.output_stream();
+    let mut first: Option<(Instant, u64)> = None;
+    loop {
+        let n = xlen(conn, &out).await?;
+        if n > 0 && first.is_none() {
+            first = Some((Instant::now(), n));
+        }
+        if n >= k {
+            break;
+        }
+        if let Some(why) = procs.exited() {
+            return Err(BenchError::Worker(why));
+        }
+        if started.elapsed() > setup.timeout {
+            return Err(BenchError::Worker(format!(
+                "{n} of {k} articles answered after {:?} (--e2e-timeout); worker logs in {}",
+                setup.timeout,
+                setup.log_dir.display()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let cpu = Info::fetch(conn, "cpu").await?.cpu_seconds() - cpu0;
+    let summary: Value = redis::cmd("XPENDING")
+        .arg(keys.input_stream())
+        .arg("simdedup")
+        .query_async(conn)
+        .await?;
+    let pending = match &summary {
+        Value::Array(v) => match v.first() {
+            Some(Value::Int(n)) => *n as u64,
+            _ => 0,
+        },
+        _ => 0,
+    };
+    tokio::task::block_in_place(|| procs.stop());
+    let mut result = E2e {
+        workers,
+        articles: k,
+        seconds,
+        articles_per_s: k as f64 / seconds.max(1e-9),
+        pending,
+        redis_cpu_us_per_article: cpu * 1e6 / k.max(1) as f64,
+        ..E2e::default()
+    };
+    // Start-up excluded: from the first output entry seen to the last.
+    if let Some((t, n)) = first {
+        let steady = seconds - t.duration_since(started).as_secs_f64();
+        result.steady_per_s = if k > n && steady > 0.0 {
+            (k - n) as f64 / steady
+        } else {
+            0.0
+        };
+    }
+    count_verdicts(conn, &keys, &mut result).await?;
+    Ok(result)
+}
+
+/// Read the output stream: verdict counts and distinct sources answered.
+async fn count_verdicts(
+    conn: &mut MultiplexedConnection,
+    keys: &Keys,
+    result: &mut E2e,
+) -> Result<(), BenchError> {
+    let mut sources = HashSet::new();
+    let mut after = "-".to_owned();
+    loop {
+        let reply: Value = redis::cmd("XRANGE")
+            .arg(keys.output_stream())
+            .arg(&after)
+            .arg("+")
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await?;
+        let Value::Array(entries) = reply else { break };
+        if entries.is_empty() {
+            break;
+        }
+        for e in &entries {
+            let raw = parse_raw_entry(e).map_err(|e| BenchError::Worker(e.0))?;
+            after = format!("({}", raw.id);
+            let mut code = None;
+            for (name, value) in raw.fields.unwrap_or_default() {
+                match (name.as_slice(), value.as_slice()) {
+                    (b"verdict", b"unique") => result.unique += 1,
+                    (b"verdict", b"duplicate") => result.duplicate += 1,
+                    (b"verdict", _) => result.rejected += 1,
+                    (b"code", c) => code = Some(String::from_utf8_lossy(c).into_owned()),
+                    (b"source", s) => {
+                        sources.insert(s.to_vec());
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(code) = code {
+                *result.rejected_codes.entry(code).or_default() += 1;
+            }
+        }
+    }
+    result.answered = sources.len() as u64;
+    Ok(())
+}

@@ -1,0 +1,397 @@
+//! `simdedup bench`: the scale proof in one command (issue 6).
+//!
+//! Starts a private `redis-server` ([`crate::redis_server`]) with a memory cap,
+//! then:
+//!
+//! 1. **empty index, end to end**: for each worker count, an empty database,
+//!    K articles produced into the input stream, W `simdedup worker` processes,
+//!    timed until every entry has its output ([`e2e`]);
+//! 2. for each size N: an empty database, N synthetic fingerprints
+//!    ([`synthetic`]) stored with `RedisIndex::preload` over the last 48 h,
+//!    Redis memory per article, a short `MONITOR` calibration, then M checks
+//!    through `Index::check_and_insert` measured by the client (latency) and by
+//!    Redis (`INFO commandstats`, `INFO cpu`) ([`index`]), then the end-to-end
+//!    runs again on the filled index.
+//!
+//! The result is a [`BenchReport`]; [`report`] prints it as a table and writes
+//! it into a marked section of `docs/benchmarks.md`. Everything started here
+//! (server, workers) is stopped when [`run`] returns, on error and on
+//! Ctrl-C/SIGTERM too.
+
+pub mod e2e;
+pub mod index;
+pub mod info;
+pub mod progress;
+pub mod report;
+pub mod synthetic;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::decision::DecisionConfig;
+use crate::index::{IndexError, RedisIndex, RedisIndexOptions};
+use crate::redis_server::{RedisServer, RedisServerError};
+use e2e::{Articles, E2e, WorkerSetup};
+use index::{Checks, Memory};
+use report::Machine;
+use synthetic::{FingerprintGen, TextGen};
+
+/// Checks run under `MONITOR` before the measured ones, to tell the commands a
+/// check sends from those its scripts run.
+const CALIBRATION_CHECKS: u64 = 200;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Index sizes (articles), measured in increasing order.
+    pub sizes: Vec<u64>,
+    /// Measured checks per size.
+    pub checks: u64,
+    /// Checks in flight.
+    pub concurrency: usize,
+    /// Worker counts of the end-to-end runs (empty: no end-to-end runs).
+    pub workers: Vec<usize>,
+    /// Articles per end-to-end run.
+    pub e2e_articles: u64,
+    pub seed: u64,
+    /// Real articles for the end-to-end runs instead of synthetic ones.
+    pub corpus: Option<PathBuf>,
+    /// Namespace of the index and the streams.
+    pub namespace: String,
+    /// Redis `maxmemory` (and the bench's own limit); default: 3/4 of the
+    /// machine's available memory.
+    pub max_memory_bytes: Option<u64>,
+    /// Passed to the workers (`--batch-size`, `--max-in-flight`); their defaults otherwise.
+    pub batch_size: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    /// Give up on an end-to-end run after this long.
+    pub e2e_timeout: Duration,
+    /// The `simdedup` binary the workers run.
+    pub worker_exe: PathBuf,
+    /// Progress on stderr.
+    pub progress: bool,
+    /// The command line, for the report.
+    pub command_line: String,
+}
+
+impl BenchOptions {
+    /// Defaults: sizes 1 M and 10 M, 100 k checks, 16 in flight, 1/2/4 workers,
+    /// 20 k articles per end-to-end run.
+    pub fn new(worker_exe: PathBuf) -> BenchOptions {
+        BenchOptions {
+            sizes: vec![1_000_000, 10_000_000],
+            checks: 100_000,
+            concurrency: 16,
+            workers: vec![1, 2, 4],
+            e2e_articles: 20_000,
+            seed: 1,
+            corpus: None,
+            namespace: "bench".into(),
+            max_memory_bytes: None,
+            batch_size: None,
+            max_in_flight: None,
+            e2e_timeout: Duration::from_secs(900),
+            worker_exe,
+            progress: true,
+            command_line: String::new(),
+        }
+    }
+}
+
+/// Why a bench stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Server(#[from] RedisServerError),
+    #[error("Redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("end-to-end run: {0}")]
+    Worker(String),
+    #[error(
+        "{articles} articles would need about {:.1} GB of Redis memory, over the limit of {:.1} GB \
+         (--max-memory-gb; default 3/4 of the available memory): use smaller --sizes",
+        *projected_bytes as f64 / 1e9,
+        *limit_bytes as f64 / 1e9
+    )]
+    MemoryBudget {
+        articles: u64,
+        projected_bytes: u64,
+        limit_bytes: u64,
+    },
+    #[error("cannot read corpus {path}: {why}")]
+    Corpus { path: PathBuf, why: String },
+    #[error("invalid options: {0}")]
+    Options(String),
+    #[error("interrupted; the private redis-server and the workers were stopped")]
+    Interrupted,
+    #[error("a measuring task failed: {0}")]
+    Task(String),
+    #[error("I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Everything measured at one size.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SizeResult {
+    pub articles: u64,
+    pub preload_seconds: f64,
+    pub memory: Memory,
+    pub checks: Checks,
+    pub e2e: Vec<E2e>,
+}
+
+/// A whole bench run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchReport {
+    pub command_line: String,
+    pub date_utc: String,
+    pub machine: Machine,
+    pub redis_version: String,
+    pub articles: String,
+    /// Load average (1 min) at the start and at the end.
+    pub load_start: f64,
+    pub load_end: f64,
+    pub empty: Vec<E2e>,
+    pub sizes: Vec<SizeResult>,
+}
+
+impl BenchOptions {
+    fn validate(&self) -> Result<(), BenchError> {
+        let bad = |m: &str| Err(BenchError::Options(m.into()));
+        if self.sizes.contains(&0) {
+            return bad("--sizes must be positive numbers of articles");
+        }
+        if self.checks == 0 || self.concurrency == 0 {
+            return bad("--checks and --concurrency must be positive");
+        }
+        if self.workers.contains(&0) {
+            return bad("--workers must be positive counts");
+        }
+        if !self.workers.is_empty() && self.e2e_articles == 0 {
+            return bad("--e2e-articles must be positive (or --no-e2e)");
+        }
+        crate::keys::validate_namespace(&self.namespace).map_err(BenchError::Options)
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Run the bench. Stops everything it started when it returns, and when the
+/// process gets SIGINT/SIGTERM meanwhile ([`BenchError::Interrupted`]).
+pub async fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
+    options.validate()?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = run_inner(options) => r,
+        _ = tokio::signal::ctrl_c() => Err(BenchError::Interrupted),
+        _ = terminate.recv() => Err(BenchError::Interrupted),
+    }
+}
+
+async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
+    let machine = Machine::read();
+    let limit = options
+        .max_memory_bytes
+        .unwrap_or(machine.available_bytes / 4 * 3)
+        .max(64 << 20);
+    let articles = match &options.corpus {
+        Some(path) => Articles::corpus(path)?,
+        None => Articles::Synthetic(TextGen::new(options.seed)),
+    };
+    let server = RedisServer::start_with(&[
+        "--maxmemory",
+        &limit.to_string(),
+        "--maxmemory-policy",
+        "noeviction",
+    ])?;
+    note(
+        options,
+        &format!(
+            "started a private {} on 127.0.0.1:{} (maxmemory {:.1} GB, no persistence; stopped at the end)",
+            server.binary().display(),
+            server.port(),
+            limit as f64 / 1e9
+        ),
+    );
+    let url = server.url();
+    let mut conn = redis::Client::open(url.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
+    let setup = WorkerSetup {
+        exe: options.worker_exe.clone(),
+        url: url.clone(),
+        namespace: options.namespace.clone(),
+        batch_size: options.batch_size,
+        max_in_flight: options.max_in_flight,
+        timeout: options.e2e_timeout,
+        log_dir: server.dir().to_owned(),
+    };
+    let mut report = BenchReport {
+        command_line: options.command_line.clone(),
+        date_utc: report::utc_now(),
+        redis_version: info::Info::fetch(&mut conn, "server")
+            .await?
+            .text("redis_version")
+            .unwrap_or("?")
+            .to_owned(),
+        articles: articles.describe(),
+        load_start: report::load_average(),
+        machine,
+        ..BenchReport::default()
+    };
+    let mut runs = E2eRuns {
+        options,
+        setup: &setup,
+        articles: &articles,
+        next_run: 0,
+    };
+    report.empty = runs.all(&mut conn, "empty index", true).await?;
+    let mut sizes = options.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut bytes_per_article: Option<f64> = None;
+    for &n in &sizes {
+        flush(&mut conn).await?;
+        let base = info::Info::fetch(&mut conn, "memory")
+            .await?
+            .num("used_memory") as u64;
+        if let Some(bpa) = bytes_per_article {
+            let projected = base + (bpa * n as f64 * 1.05) as u64;
+            if projected > limit {
+                return Err(BenchError::MemoryBudget {
+                    articles: n,
+                    projected_bytes: projected,
+                    limit_bytes: limit,
+                });
+            }
+        }
+        let decision = DecisionConfig::default();
+        let gen = FingerprintGen::new(options.seed, now_ms(), decision.window_ms);
+        let index = RedisIndex::connect(
+            &url,
+            &options.namespace,
+            decision,
+            RedisIndexOptions {
+                expected_articles: n,
+                ..RedisIndexOptions::default()
+            },
+        )
+        .await?;
+        note(options, &format!("{n} articles: preloading"));
+        let preload_time =
+            index::preload(&index, &mut conn, gen, 0..n, base, limit, options.progress).await?;
+        let memory = index::memory(&mut conn, base, n).await?;
+        bytes_per_article = Some(memory.bytes_per_article);
+        note(
+            options,
+            &format!(
+                "{n} articles preloaded in {:.0} s: {:.0} bytes/article; {} checks with {} in flight",
+                preload_time.as_secs_f64(),
+                memory.bytes_per_article,
+                options.checks,
+                options.concurrency
+            ),
+        );
+        // Far enough past the measured articles that no calibration article is
+        // a copy of a measured one or the other way round.
+        let first = n + options.checks + 2 * FingerprintGen::COPY_DISTANCE;
+        let calibration = first..first + CALIBRATION_CHECKS;
+        let origins = index::calibrate(
+            &index,
+            &format!("127.0.0.1:{}", server.port()),
+            gen,
+            calibration,
+        )
+        .await?;
+        let checks = index::measure_checks(
+            &index,
+            &mut conn,
+            gen,
+            n..n + options.checks,
+            options.concurrency,
+            &origins,
+            options.progress,
+        )
+        .await?;
+        note(options, &report::checks_line(&checks));
+        let mut result = SizeResult {
+            articles: n,
+            preload_seconds: preload_time.as_secs_f64(),
+            memory,
+            checks,
+            e2e: Vec::new(),
+        };
+        result.e2e = runs.all(&mut conn, &format!("{n} articles"), false).await?;
+        report.sizes.push(result);
+    }
+    report.load_end = report::load_average();
+    drop(conn);
+    drop(server);
+    Ok(report)
+}
+
+/// The end-to-end runs of a bench; each run gets its own number (its articles).
+struct E2eRuns<'a> {
+    options: &'a BenchOptions,
+    setup: &'a WorkerSetup,
+    articles: &'a Articles,
+    next_run: u64,
+}
+
+impl E2eRuns<'_> {
+    /// One run per worker count on the index as it is (`empty`: on an emptied
+    /// database each time).
+    async fn all(
+        &mut self,
+        conn: &mut redis::aio::MultiplexedConnection,
+        label: &str,
+        empty: bool,
+    ) -> Result<Vec<E2e>, BenchError> {
+        let mut results = Vec::new();
+        for &w in &self.options.workers {
+            if empty {
+                flush(conn).await?;
+            }
+            note(
+                self.options,
+                &format!("{label}: end to end with {w} worker(s)"),
+            );
+            let r = e2e::run(
+                conn,
+                self.setup,
+                self.articles,
+                self.next_run,
+                self.options.e2e_articles,
+                w,
+            )
+            .await?;
+            self.next_run += 1;
+            note(self.options, &report::e2e_line(&r));
+            results.push(r);
+        }
+        Ok(results)
+    }
+}
+
+async fn flush(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), BenchError> {
+    redis::cmd("FLUSHDB")
+        .arg("SYNC")
+        .query_async::<()>(conn)
+        .await?;
+    Ok(())
+}
+
+fn note(options: &BenchOptions, line: &str) {
+    if options.progress {
+        eprintln!("simdedup bench: {line}");
+    }
+}

@@ -1,0 +1,496 @@
+//! The bench's report: the machine, a Markdown table, the targets of issues 3,
+//! 4 and 6 with ✔/✘, and the marked section of `docs/benchmarks.md` it replaces.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::e2e::E2e;
+use super::index::Checks;
+use super::{BenchError, BenchReport, SizeResult};
+
+/// The markers of the section `--write-docs` replaces.
+pub const BEGIN_MARKER: &str = "<!-- simdedup bench: begin -->";
+pub const END_MARKER: &str = "<!-- simdedup bench: end -->";
+
+/// Cores and memory (from `/proc`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Machine {
+    pub cores: usize,
+    pub cpu: String,
+    pub memory_bytes: u64,
+    pub available_bytes: u64,
+}
+
+impl Machine {
+    pub fn read() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let kb = |name: &str| {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024
+        };
+        Machine {
+            cores: cpuinfo
+                .lines()
+                .filter(|l| l.starts_with("processor"))
+                .count()
+                .max(std::thread::available_parallelism().map_or(1, |n| n.get())),
+            cpu: cpuinfo
+                .lines()
+                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+                .unwrap_or_else(|| "?".into()),
+            memory_bytes: kb("MemTotal"),
+            available_bytes: kb("MemAvailable"),
+        }
+    }
+}
+
+/// The 1-minute load average.
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `YYYY-MM-DD HH:MM UTC` of a unix time in seconds.
+pub fn format_utc(secs: i64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+pub fn utc_now() -> String {
+    format_utc(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
+    )
+}
+
+fn human(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 100_000 == 0 => format!("{} M", n as f64 / 1e6),
+        n if n >= 1000 && n % 100 == 0 => format!("{} k", n as f64 / 1e3),
+        n => n.to_string(),
+    }
+}
+
+fn thousands(x: f64) -> String {
+    let n = x.round() as u64;
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// One line about an end-to-end run (progress notes).
+pub fn e2e_line(r: &E2e) -> String {
+    format!(
+        "{} worker(s): {} articles in {:.2} s = {} articles/s ({} excl. start-up); {}/{} answered, {} pending; {} unique, {} duplicate, {} rejected{}; Redis CPU {:.0} µs/article",
+        r.workers,
+        r.articles,
+        r.seconds,
+        thousands(r.articles_per_s),
+        thousands(r.steady_per_s),
+        r.answered,
+        r.articles,
+        r.pending,
+        r.unique,
+        r.duplicate,
+        r.rejected,
+        rejected_codes(r),
+        r.redis_cpu_us_per_article
+    )
+}
+
+/// ` (code: n, …)` of the rejected entries, or nothing.
+fn rejected_codes(r: &E2e) -> String {
+    if r.rejected_codes.is_empty() {
+        return String::new();
+    }
+    let codes: Vec<String> = r
+        .rejected_codes
+        .iter()
+        .map(|(c, n)| format!("{c}: {n}"))
+        .collect();
+    format!(" ({})", codes.join(", "))
+}
+
+/// One line about the measured checks (progress notes).
+pub fn checks_line(c: &Checks) -> String {
+    format!(
+        "{} checks in {:.1} s ({} /s): client p50 {:.2} ms, p99 {:.2} ms; Redis {:.0} µs/check (commandstats; scripts {:.0}, EVALSHA {:.0} µs/call × {:.2}), CPU {:.0} µs/check; duplicates {} (expected {})",
+        c.checks,
+        c.seconds,
+        thousands(c.checks as f64 / c.seconds.max(1e-9)),
+        c.p50_us as f64 / 1000.0,
+        c.p99_us as f64 / 1000.0,
+        c.redis_us_per_check,
+        c.script_us_per_check,
+        c.evalsha_usec_per_call,
+        c.scripts_per_check,
+        c.redis_cpu_us_per_check,
+        c.duplicates,
+        c.expected_duplicates
+    )
+}
+
+/// A target and how the run did against it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub issue: &'static str,
+    pub what: String,
+    pub measured: String,
+    /// `None`: not measured in this run.
+    pub met: Option<bool>,
+}
+
+fn size(report: &BenchReport, n: u64) -> Option<&SizeResult> {
+    report.sizes.iter().find(|s| s.articles == n)
+}
+
+fn e2e_rate(runs: &[E2e], workers: usize) -> Option<f64> {
+    runs.iter()
+        .find(|r| r.workers == workers)
+        .map(|r| r.articles_per_s)
+}
+
+/// The targets of issues 3, 4 and 6 against `report`.
+pub fn targets(report: &BenchReport) -> Vec<Target> {
+    let mut out = Vec::new();
+    let not_run = |n: u64| format!("{} not measured", human(n));
+    for (n, limit) in [(1_000_000, 50.0), (10_000_000, 300.0)] {
+        let s = size(report, n);
+        out.push(Target {
+            issue: "3, 6",
+            what: format!("Redis ≤ {limit:.0} µs per check at {}", human(n)),
+            measured: s.map_or_else(
+                || not_run(n),
+                |s| {
+                    format!(
+                        "{:.0} µs (commandstats); CPU {:.0} µs",
+                        s.checks.redis_us_per_check, s.checks.redis_cpu_us_per_check
+                    )
+                },
+            ),
+            met: s.map(|s| s.checks.redis_us_per_check <= limit),
+        });
+    }
+    let s = size(report, 10_000_000);
+    out.push(Target {
+        issue: "3, 6",
+        what: "client (worker-side) p99 ≤ 2 ms at 10 M".into(),
+        measured: s.map_or_else(
+            || not_run(10_000_000),
+            |s| format!("{:.2} ms", s.checks.p99_us as f64 / 1000.0),
+        ),
+        met: s.map(|s| s.checks.p99_us <= 2000),
+    });
+    for n in [1_000_000, 10_000_000] {
+        let s = size(report, n);
+        out.push(Target {
+            issue: "3, 6",
+            what: format!("Redis memory ≤ 300 bytes per article at {}", human(n)),
+            measured: s.map_or_else(
+                || not_run(n),
+                |s| format!("{:.0} B", s.memory.bytes_per_article),
+            ),
+            met: s.map(|s| s.memory.bytes_per_article <= 300.0),
+        });
+    }
+    let s = size(report, 10_000_000);
+    let ratios: Vec<(usize, f64)> = s
+        .map(|s| {
+            s.e2e
+                .iter()
+                .filter_map(|r| {
+                    let empty = e2e_rate(&report.empty, r.workers)?;
+                    Some((r.workers, r.articles_per_s / empty.max(1e-9)))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.push(Target {
+        issue: "6",
+        what: "end to end at 10 M ≥ 70 % of the empty index".into(),
+        measured: if ratios.is_empty() {
+            not_run(10_000_000)
+        } else {
+            ratios
+                .iter()
+                .map(|(w, r)| format!("{w} w: {:.0} %", r * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        met: (!ratios.is_empty()).then(|| ratios.iter().all(|(_, r)| *r >= 0.7)),
+    });
+    let corpus_note = if report.articles.starts_with("corpus") {
+        ""
+    } else {
+        " (target is on the zh corpus; these are synthetic texts)"
+    };
+    let largest = report.sizes.last();
+    for (label, runs) in [
+        ("empty index".to_owned(), Some(&report.empty)),
+        (
+            largest.map_or_else(String::new, |s| human(s.articles)),
+            largest.map(|s| &s.e2e),
+        ),
+    ] {
+        let Some(runs) = runs else { continue };
+        let rate = e2e_rate(runs, 2);
+        out.push(Target {
+            issue: "4",
+            what: format!("end to end ≥ 5,000 articles/s with 2 workers, {label}"),
+            measured: rate.map_or_else(
+                || "2 workers not run".into(),
+                |r| format!("{}/s{corpus_note}", thousands(r)),
+            ),
+            met: rate.map(|r| r >= 5000.0),
+        });
+    }
+    out
+}
+
+/// The report as Markdown: what ran where, the tables, the targets.
+pub fn markdown(report: &BenchReport) -> String {
+    let m = &report.machine;
+    let mut s = String::new();
+    let mut line = |l: String| {
+        s.push_str(&l);
+        s.push('\n');
+    };
+    line(format!("Command: `{}`", report.command_line));
+    line(String::new());
+    line(format!(
+        "Run {} on {} cores ({}), {:.1} GB memory, Redis {}; load average {:.2} at the start, {:.2} at the end. \
+         End-to-end articles: {}.",
+        report.date_utc,
+        m.cores,
+        m.cpu,
+        m.memory_bytes as f64 / (1u64 << 30) as f64,
+        report.redis_version,
+        report.load_start,
+        report.load_end,
+        report.articles
+    ));
+    line(String::new());
+    if !report.sizes.is_empty() {
+        line("| articles | Redis bytes/article | Redis µs/check (commandstats) | EVALSHA µs/call × calls/check | Redis CPU µs/check | client p50 / p99 | checks/s (in flight) | duplicates found / expected | preload |".into());
+        line("|---|---|---|---|---|---|---|---|---|".into());
+        for r in &report.sizes {
+            let c = &r.checks;
+            line(format!(
+                "| {} | {:.0} | {:.0} | {:.0} × {:.2} | {:.0} | {:.2} / {:.2} ms | {} ({}) | {} / {} | {:.0} s |",
+                human(r.articles),
+                r.memory.bytes_per_article,
+                c.redis_us_per_check,
+                c.evalsha_usec_per_call,
+                c.scripts_per_check,
+                c.redis_cpu_us_per_check,
+                c.p50_us as f64 / 1000.0,
+                c.p99_us as f64 / 1000.0,
+                thousands(c.checks as f64 / c.seconds.max(1e-9)),
+                c.concurrency,
+                c.duplicates,
+                c.expected_duplicates,
+                r.preload_seconds
+            ));
+        }
+        line(String::new());
+    }
+    let mut rows: Vec<(String, &Vec<E2e>)> = Vec::new();
+    if !report.empty.is_empty() {
+        rows.push(("empty".into(), &report.empty));
+    }
+    for r in report.sizes.iter().filter(|r| !r.e2e.is_empty()) {
+        rows.push((human(r.articles), &r.e2e));
+    }
+    if !rows.is_empty() {
+        line("End to end (articles/s from the first worker's start to the last output; in brackets: excluding start-up; Redis CPU per article):".into());
+        line(String::new());
+        let workers: Vec<usize> = rows[0].1.iter().map(|r| r.workers).collect();
+        line(format!(
+            "| index | {} | answered, pending | verdicts unique / duplicate / rejected |",
+            workers
+                .iter()
+                .map(|w| format!("{w} worker{}", if *w == 1 { "" } else { "s" }))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+        line(format!("|---|{}---|---|", "---|".repeat(workers.len())));
+        for (label, runs) in rows {
+            line(format!(
+                "| {label} | {} | {} | {} |",
+                runs.iter()
+                    .map(|r| format!(
+                        "{} ({}), {:.0} µs",
+                        thousands(r.articles_per_s),
+                        thousands(r.steady_per_s),
+                        r.redis_cpu_us_per_article
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                runs.iter()
+                    .map(|r| format!("{}/{}, {}", r.answered, r.articles, r.pending))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                runs.iter()
+                    .map(|r| format!(
+                        "{} / {} / {}{}",
+                        r.unique,
+                        r.duplicate,
+                        r.rejected,
+                        rejected_codes(r)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ));
+        }
+        line(String::new());
+    }
+    line("Targets:".into());
+    line(String::new());
+    line("| issue | target | measured | |".into());
+    line("|---|---|---|---|".into());
+    for t in targets(report) {
+        line(format!(
+            "| {} | {} | {} | {} |",
+            t.issue,
+            t.what,
+            t.measured,
+            match t.met {
+                Some(true) => "✔",
+                Some(false) => "✘",
+                None => "—",
+            }
+        ));
+    }
+    s
+}
+
+/// `document` with the text between the markers replaced by `section`; the
+/// markers (and a section) are appended when the document has none.
+pub fn replace_section(document: &str, section: &str) -> Result<String, BenchError> {
+    let body = format!("{BEGIN_MARKER}\n{}\n{END_MARKER}", section.trim_end());
+    match (document.find(BEGIN_MARKER), document.find(END_MARKER)) {
+        (Some(b), Some(e)) if b < e => Ok(format!(
+            "{}{body}{}",
+            &document[..b],
+            &document[e + END_MARKER.len()..]
+        )),
+        (None, None) => Ok(format!("{}\n\n{body}\n", document.trim_end())),
+        _ => Err(BenchError::Options(format!(
+            "the document has a broken bench section: it needs `{BEGIN_MARKER}` before `{END_MARKER}`"
+        ))),
+    }
+}
+
+/// Write the report into the marked section of `path`.
+pub fn write_docs(path: &Path, report: &BenchReport) -> Result<(), BenchError> {
+    let document = std::fs::read_to_string(path).unwrap_or_default();
+    let updated = replace_section(&document, &markdown(report))?;
+    std::fs::write(path, updated)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::index::{Checks, Memory};
+
+    #[test]
+    fn formats_dates_in_utc() {
+        assert_eq!(format_utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(format_utc(951_782_400 + 3_723), "2000-02-29 01:02 UTC");
+        assert_eq!(format_utc(1_798_761_600), "2027-01-01 00:00 UTC");
+    }
+
+    #[test]
+    fn replaces_only_the_marked_section() {
+        let doc = format!("# T\n\nbefore\n{BEGIN_MARKER}\nold\n{END_MARKER}\nafter\n");
+        let new = replace_section(&doc, "new table\n").unwrap();
+        assert_eq!(
+            new,
+            format!("# T\n\nbefore\n{BEGIN_MARKER}\nnew table\n{END_MARKER}\nafter\n")
+        );
+        assert_eq!(replace_section(&new, "new table").unwrap(), new);
+        let appended = replace_section("# T\n", "x").unwrap();
+        assert!(appended.ends_with(&format!("{BEGIN_MARKER}\nx\n{END_MARKER}\n")));
+        assert!(replace_section(&format!("{END_MARKER}{BEGIN_MARKER}"), "x").is_err());
+    }
+
+    fn e2e(workers: usize, rate: f64) -> E2e {
+        E2e {
+            workers,
+            articles: 100,
+            articles_per_s: rate,
+            ..E2e::default()
+        }
+    }
+
+    #[test]
+    fn judges_targets_and_says_what_was_not_measured() {
+        let report = BenchReport {
+            empty: vec![e2e(1, 4000.0), e2e(2, 6000.0)],
+            sizes: vec![SizeResult {
+                articles: 1_000_000,
+                memory: Memory {
+                    bytes_per_article: 290.0,
+                    ..Memory::default()
+                },
+                checks: Checks {
+                    redis_us_per_check: 60.0,
+                    p99_us: 1500,
+                    checks: 10,
+                    seconds: 1.0,
+                    ..Checks::default()
+                },
+                e2e: vec![e2e(1, 3000.0), e2e(2, 4000.0)],
+                ..SizeResult::default()
+            }],
+            ..BenchReport::default()
+        };
+        let t = targets(&report);
+        let get = |what: &str| t.iter().find(|t| t.what.contains(what)).unwrap();
+        assert_eq!(get("≤ 50 µs per check at 1 M").met, Some(false));
+        assert_eq!(get("≤ 300 µs per check at 10 M").met, None);
+        assert_eq!(get("300 bytes per article at 1 M").met, Some(true));
+        assert_eq!(get("p99").met, None);
+        assert_eq!(get("2 workers, empty index").met, Some(true));
+        assert_eq!(get("with 2 workers, 1 M").met, Some(false));
+        let md = markdown(&report);
+        assert!(md.contains("| 1 M | 290 |"), "{md}");
+        assert!(
+            md.contains("| empty | 4,000 (0), 0 µs | 6,000 (0), 0 µs |"),
+            "{md}"
+        );
+        assert!(md.contains("10 M not measured"), "{md}");
+    }
+}

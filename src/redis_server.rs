@@ -1,0 +1,200 @@
+//! A private `redis-server` child process on a free port of 127.0.0.1.
+//!
+//! What `simdedup demo`, `simdedup bench` and the test suite run against: never a
+//! server someone else started (never 6379 unless the kernel hands out that
+//! port), no persistence (`--save "" --appendonly no`), its working directory in
+//! a fresh temporary directory. The process is killed and the directory removed
+//! when the [`RedisServer`] is dropped (also on an early return or a panic that
+//! unwinds).
+//!
+//! The binary is `$REDIS_SERVER_BIN` if set, else `redis-server` on `PATH`
+//! ([`find_binary`]); when there is none, [`RedisServer::start`] returns
+//! [`RedisServerError::NotInstalled`], whose message says how to install it.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How to get `redis-server`, for error messages.
+pub const INSTALL_HINT: &str =
+    "Install it with `sudo apt-get install redis-server` (Debian/Ubuntu), \
+`brew install redis` (macOS), or set REDIS_SERVER_BIN to the binary's path.";
+
+/// Why a private server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisServerError {
+    #[error(
+        "redis-server was not found on PATH (and REDIS_SERVER_BIN is not set). {INSTALL_HINT}"
+    )]
+    NotInstalled,
+    #[error("cannot run {bin}: {source}. {INSTALL_HINT}")]
+    Spawn {
+        bin: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{bin} did not start on a free port (5 tries)")]
+    NotReady { bin: PathBuf },
+    #[error("preparing a private redis-server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// `$REDIS_SERVER_BIN`, else `redis-server` on `PATH`, if any.
+pub fn find_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS_SERVER_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|d| d.join("redis-server"))
+        .find(|p| p.is_file())
+}
+
+/// A port nobody listens on right now (someone may take it before we bind it:
+/// [`RedisServer::start`] retries).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A running private `redis-server`; killed, and its directory removed, on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl RedisServer {
+    /// Start a standalone server with no persistence.
+    pub fn start() -> Result<RedisServer, RedisServerError> {
+        Self::start_with(&[])
+    }
+
+    /// Start a server with extra `--flag value` arguments (they come after the
+    /// defaults, so they may override them).
+    pub fn start_with(extra: &[&str]) -> Result<RedisServer, RedisServerError> {
+        let bin = find_binary().ok_or(RedisServerError::NotInstalled)?;
+        Self::start_binary(&bin, extra)
+    }
+
+    /// Start `bin` with extra arguments; waits until it answers `PING`.
+    pub fn start_binary(bin: &Path, extra: &[&str]) -> Result<RedisServer, RedisServerError> {
+        static STARTED: AtomicU64 = AtomicU64::new(0);
+        // Another process may grab the port between our probe and the bind: retry.
+        for _ in 0..5 {
+            let port = free_port()?;
+            let dir = std::env::temp_dir().join(format!(
+                "simdedup-redis-{}-{}-{port}",
+                std::process::id(),
+                STARTED.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir)?;
+            let spawned = Command::new(bin)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let child = match spawned {
+                Ok(c) => c,
+                Err(source) => {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    return Err(RedisServerError::Spawn {
+                        bin: bin.to_owned(),
+                        source,
+                    });
+                }
+            };
+            let mut server = RedisServer {
+                child,
+                port,
+                dir,
+                bin: bin.to_owned(),
+            };
+            if server.wait_ready(Duration::from_secs(10)) {
+                return Ok(server);
+            }
+            // Port taken meanwhile, or a slow start: dropping kills it; try again.
+        }
+        Err(RedisServerError::NotReady {
+            bin: bin.to_owned(),
+        })
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            let ok = redis::Client::open(self.url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+            if ok.is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The binary that runs.
+    pub fn binary(&self) -> &Path {
+        &self.bin
+    }
+
+    /// The server's working directory (removed on drop).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The process id of the server.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A new synchronous connection.
+    pub fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_binary_says_how_to_install() {
+        let e = RedisServer::start_binary(Path::new("/nonexistent/redis-server"), &[]).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, RedisServerError::Spawn { .. }), "{msg}");
+        assert!(msg.contains("apt-get install redis-server"), "{msg}");
+        assert!(RedisServerError::NotInstalled
+            .to_string()
+            .contains("apt-get install redis-server"));
+    }
+}

@@ -1,0 +1,134 @@
+//! `simdedup bench` end to end with tiny parameters: its own redis-server, a
+//! preloaded index, measured checks, one worker process through the streams, the
+//! table and the docs section. Checks that numbers are there and every article
+//! was answered, never how fast anything was.
+
+use std::process::Command;
+
+mod support;
+
+const BIN: &str = env!("CARGO_BIN_EXE_simdedup");
+
+/// Cells of the last Markdown table row starting with `| label |` (the index
+/// table comes first, the end-to-end table after it).
+fn row<'a>(stdout: &'a str, label: &str) -> Vec<&'a str> {
+    let line = stdout
+        .lines()
+        .rfind(|l| l.starts_with(&format!("| {label} |")))
+        .unwrap_or_else(|| panic!("no row {label:?} in:\n{stdout}"));
+    line.split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+#[test]
+fn tiny_bench_measures_everything_and_writes_the_docs_section() {
+    // Fails with an install hint when redis-server is missing, like every Redis test.
+    drop(support::RedisServer::start());
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("benchmarks.md");
+    std::fs::write(
+        &docs,
+        "# Benchmarks\n\nbefore\n<!-- simdedup bench: begin -->\nold\n<!-- simdedup bench: end -->\nafter\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "--sizes",
+            "2000",
+            "--checks",
+            "500",
+            "--concurrency",
+            "4",
+        ])
+        .args(["--workers", "1", "--e2e-articles", "300", "--seed", "7"])
+        .arg("--write-docs")
+        .arg(&docs)
+        .env_remove("SIMDEDUP_CONFIG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+
+    // Index measurements at 2,000 articles: every figure is a positive number.
+    let cells: Vec<&str> = stdout
+        .lines()
+        .find(|l| l.starts_with("| 2 k |"))
+        .unwrap_or_else(|| panic!("no index row in:\n{stdout}"))
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let number = |s: &str| -> f64 {
+        s.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .find(|p| !p.is_empty())
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no number in {s:?}: {cells:?}"))
+    };
+    for (i, what) in [
+        (1, "bytes/article"),
+        (2, "Redis µs/check"),
+        (3, "EVALSHA µs/call"),
+        (4, "Redis CPU µs/check"),
+        (5, "client p50"),
+    ] {
+        assert!(number(cells[i]) > 0.0, "{what} in {cells:?}");
+    }
+    // Found / expected duplicates: the synthetic copies are all found.
+    let (found, expected) = cells[7].split_once(" / ").unwrap();
+    assert_eq!(found, expected, "{cells:?}");
+    assert_eq!(expected, "100", "500 checks, 1 in 5 a copy");
+
+    // End to end: every entry answered, none pending, none rejected, on the
+    // empty index and on the filled one.
+    for label in ["empty", "2 k"] {
+        let cells = row(&stdout, label);
+        assert!(number(cells[1]) > 0.0, "{cells:?}");
+        assert_eq!(cells[2], "300/300, 0", "{label}: {cells:?}");
+        assert!(cells[3].ends_with(" / 0"), "{label}: {cells:?}");
+    }
+    assert!(
+        stdout.contains("Redis 7") || stdout.contains("Redis "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("| 3, 6 | Redis ≤ 50 µs per check at 1 M | 1 M not measured | — |"));
+
+    // The docs section was replaced, the rest kept.
+    let written = std::fs::read_to_string(&docs).unwrap();
+    assert!(written.starts_with("# Benchmarks\n\nbefore\n<!-- simdedup bench: begin -->\nCommand: `simdedup bench --sizes 2000"));
+    assert!(
+        written.ends_with("<!-- simdedup bench: end -->\nafter\n"),
+        "{written}"
+    );
+    assert!(!written.contains("\nold\n"));
+    assert!(written.contains(stdout.trim_end()));
+
+    // The private server is gone.
+    let port: u16 = stderr
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {stderr}"));
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "redis-server on {port} still running"
+    );
+}
+
+#[test]
+fn without_redis_server_it_says_how_to_install_it() {
+    let out = Command::new(BIN)
+        .args(["bench", "--quick"])
+        .env("PATH", "")
+        .env_remove("REDIS_SERVER_BIN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("redis-server was not found"), "{stderr}");
+    assert!(stderr.contains("apt-get install redis-server"), "{stderr}");
+}
