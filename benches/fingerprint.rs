@@ -1,7 +1,7 @@
 //! Fingerprinting throughput on real news (single thread = per core).
 //!
 //! `cargo bench --bench fingerprint` reads `../shared/data/cctv-news-2022-2025.jsonl`
-//! (override with `SIMDEDUP_BENCH_CORPUS=FILE`, JSONL with a `text` field). Figures
+//! next to the project root (override with `SIMDEDUP_BENCH_CORPUS=FILE`, JSONL with a `text` field). Figures
 //! and the command are recorded in `docs/benchmarks.md`.
 
 use std::io::BufRead;
@@ -11,8 +11,15 @@ use simdedup::fingerprint::Fingerprinter;
 use simdedup::normalize::normalize;
 
 fn corpus() -> Vec<String> {
-    let path = std::env::var("SIMDEDUP_BENCH_CORPUS")
-        .unwrap_or_else(|_| "../shared/data/cctv-news-2022-2025.jsonl".to_owned());
+    // `../shared` is a sibling of the project root (of this worktree, wherever it
+    // is checked out), not of the current directory.
+    let path = std::env::var("SIMDEDUP_BENCH_CORPUS").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/data/cctv-news-2022-2025.jsonl"
+        )
+        .to_owned()
+    });
     let file = std::fs::File::open(&path).unwrap_or_else(|e| {
         panic!("cannot open the bench corpus {path}: {e}. Set SIMDEDUP_BENCH_CORPUS to a JSONL file with a `text` field.")
     });

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::hotwords::{HotWords, Lookup, HOT_WORDS};
 use crate::idf::IdfTable;
 use crate::normalize::normalize;
 use crate::signature::{signature_with, Selection, Unit};
-use crate::simhash::{to_hex, SimHasher};
+use crate::simhash::{hash_bytes, quantize, to_hex, SimHasher};
 use crate::tokenize::Tokenizer;
 
 /// The fingerprint recipe version. Fingerprints of different versions must not be
@@ -87,14 +88,19 @@ impl Fingerprint {
 pub struct Fingerprinter {
     tokenizer: Tokenizer,
     idf: Arc<IdfTable>,
+    /// Stop words and common words with IDF and hash precomputed (a cache of
+    /// `idf` and the tokenizer's stop words).
+    hot: Arc<HotWords>,
     config: FingerprintConfig,
 }
 
 impl Fingerprinter {
     pub fn new(tokenizer: Tokenizer, idf: Arc<IdfTable>, config: FingerprintConfig) -> Self {
+        let hot = Arc::new(HotWords::build(&idf, tokenizer.stop_words(), HOT_WORDS));
         Self {
             tokenizer,
             idf,
+            hot,
             config,
         }
     }
@@ -124,34 +130,54 @@ impl Fingerprinter {
 
     /// Fingerprint text that has already been through [`normalize`].
     pub fn fingerprint_normalized(&self, text: &str) -> Fingerprint {
-        let mut tf: FxHashMap<&str, u32> = FxHashMap::default();
-        tf.reserve(256);
+        HOT_COUNTS.with_borrow_mut(|counts| self.fingerprint_with(text, counts))
+    }
+
+    fn fingerprint_with(&self, text: &str, hot_tf: &mut HotCounts) -> Fingerprint {
+        let hot = &*self.hot;
+        // Term counts: of words in the hot table by slot, of the others by word.
+        hot_tf.reset(hot.slots());
+        let mut cold_tf: FxHashMap<&str, u32> = FxHashMap::default();
+        cold_tf.reserve(text.len() / 32);
         let mut owned: Vec<String> = Vec::new();
         // Words borrowed from `text` are counted directly; lowercased ones are owned
         // first and counted after (they cannot be borrowed from `text`).
-        self.tokenizer.for_each_word(text, |w| {
-            if let Some(start) = subslice_offset(text, w) {
-                *tf.entry(&text[start..start + w.len()]).or_insert(0) += 1;
-            } else {
-                owned.push(w.to_owned());
-            }
-        });
+        self.tokenizer
+            .for_each_candidate(text, |w| match hot.lookup(w) {
+                Lookup::Stop => {}
+                Lookup::Hot(slot) => hot_tf.add(slot),
+                Lookup::Miss => {
+                    if let Some(start) = subslice_offset(text, w) {
+                        *cold_tf.entry(&text[start..start + w.len()]).or_insert(0) += 1;
+                    } else {
+                        owned.push(w.to_owned());
+                    }
+                }
+            });
         for w in &owned {
-            *tf.entry(w.as_str()).or_insert(0) += 1;
+            *cold_tf.entry(w.as_str()).or_insert(0) += 1;
         }
-        let words: u32 = tf.values().sum();
-        let mut weighted: Vec<(&str, f64)> = tf
-            .into_iter()
-            .map(|(w, n)| (w, f64::from(n) * self.idf.get(w)))
-            .collect();
+        let words: u32 = hot_tf.total + cold_tf.values().sum::<u32>();
+        // (word, weight, feature hash) of every distinct content word.
+        let mut weighted: Vec<(&str, f64, u64)> =
+            Vec::with_capacity(hot_tf.touched.len() + cold_tf.len());
+        weighted.extend(hot_tf.touched.iter().map(|&slot| {
+            let n = hot_tf.counts[slot as usize];
+            (hot.word(slot), f64::from(n) * hot.idf(slot), hot.hash(slot))
+        }));
+        weighted.extend(
+            cold_tf
+                .into_iter()
+                .map(|(w, n)| (w, f64::from(n) * self.idf.get(w), hash_bytes(w.as_bytes()))),
+        );
         if self.config.top_words > 0 && weighted.len() > self.config.top_words {
             // Highest weight first; ties by word so the cut is deterministic.
             weighted.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
             weighted.truncate(self.config.top_words);
         }
         let mut hasher = SimHasher::default();
-        for (word, weight) in &weighted {
-            hasher.add(word, *weight);
+        for &(_, weight, hash) in &weighted {
+            hasher.add_hash(hash, quantize(weight));
         }
         let sig = signature_with(
             text,
@@ -166,6 +192,44 @@ impl Fingerprinter {
             signatures: sig.hashes,
             words,
         }
+    }
+}
+
+thread_local! {
+    /// Per-thread term counts of hot words, kept between articles.
+    static HOT_COUNTS: std::cell::RefCell<HotCounts> = std::cell::RefCell::default();
+}
+
+/// Term counts indexed by hot-table slot, with the slots touched so far: counting
+/// is an array increment, and clearing touches only what was counted.
+#[derive(Debug, Default)]
+struct HotCounts {
+    counts: Vec<u32>,
+    touched: Vec<u32>,
+    total: u32,
+}
+
+impl HotCounts {
+    /// Zero all counts, for a table of `slots` slots.
+    fn reset(&mut self, slots: usize) {
+        for &slot in &self.touched {
+            self.counts[slot as usize] = 0;
+        }
+        self.touched.clear();
+        self.total = 0;
+        if self.counts.len() < slots {
+            self.counts.resize(slots, 0);
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, slot: u32) {
+        let count = &mut self.counts[slot as usize];
+        if *count == 0 {
+            self.touched.push(slot);
+        }
+        *count += 1;
+        self.total += 1;
     }
 }
 

@@ -123,6 +123,11 @@ impl IdfTable {
         self.idf.get(word).copied().unwrap_or(self.median)
     }
 
+    /// Every word of the table with its IDF, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, f64)> + '_ {
+        self.idf.iter().map(|(w, &v)| (w.as_str(), v))
+    }
+
     pub fn median(&self) -> f64 {
         self.median
     }

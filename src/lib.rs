@@ -4,7 +4,8 @@
 //!
 //! - **Fingerprinting** (pure, no I/O): [`normalize`] strips markup and folds
 //!   Unicode; [`tokenize`] cuts words (jieba for Chinese, UAX #29 for the rest);
-//!   [`idf`] weighs them; [`simhash`] folds them into a 64-bit SimHash;
+//!   [`idf`] weighs them ([`hotwords`] caches the common words' IDF and hash);
+//!   [`simhash`] folds them into a 64-bit SimHash;
 //!   [`signature`] hashes the longest sentences and the whole content;
 //!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint).
 //!   The recipe is specified in `docs/fingerprint.md`.
@@ -29,6 +30,7 @@ pub mod decision;
 pub mod demo;
 pub mod eval;
 pub mod fingerprint;
+pub mod hotwords;
 pub mod idf;
 pub mod index;
 pub mod keys;

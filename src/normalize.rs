@@ -42,22 +42,53 @@ const BLOCK_ELEMENTS: [&str; 20] = [
 /// end sentences; blank lines are removed.
 pub fn normalize(text: &str) -> String {
     let without_tags = strip_html(text);
-    let decoded = html_escape::decode_html_entities(&without_tags);
+    // Entities start with `&`; most articles have none, and the decoder walks the
+    // text character by character even then.
+    let decoded = if memchr_byte(b'&', without_tags.as_bytes()) {
+        html_escape::decode_html_entities(&without_tags)
+    } else {
+        Cow::Borrowed(&*without_tags)
+    };
     // Entities may have produced markup-like text ("&lt;b&gt;"); it is text now and stays.
     let nfkc = nfkc(&decoded);
     let mut out = String::with_capacity(nfkc.len());
-    for line in nfkc.lines() {
-        let line = strip_markdown_line(line);
-        let folded = fold_whitespace(&line);
-        if folded.is_empty() {
-            continue;
-        }
+    let mut markdown = String::new();
+    // Exactly `str::lines`: split after `\n`, then drop it and a `\r` before it.
+    for line in nfkc.split_inclusive('\n') {
+        let line = match line.strip_suffix('\n') {
+            Some(line) => line.strip_suffix('\r').unwrap_or(line),
+            None => line,
+        };
+        let body = strip_markdown_prefix(line);
+        let mark = out.len();
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&folded);
+        // Most lines have no markdown marker: fold them straight into `out`. A
+        // line with one has its markers stripped first, then is folded.
+        let folded = match fold_whitespace_into(body, &mut out, true) {
+            Folded::Marker => {
+                out.truncate(mark);
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                let body = strip_markdown_markers(body, &mut markdown);
+                fold_whitespace_into(body, &mut out, false) == Folded::Some
+            }
+            folded => folded == Folded::Some,
+        };
+        // A line that folds to nothing is dropped, with its separator.
+        if !folded {
+            out.truncate(mark);
+        }
     }
     out
+}
+
+/// Does `haystack` contain `needle`? (`<[u8]>::contains` without a char pattern.)
+#[inline]
+fn memchr_byte(needle: u8, haystack: &[u8]) -> bool {
+    haystack.contains(&needle)
 }
 
 /// Unicode NFKC, fast for CJK text.
@@ -66,7 +97,7 @@ pub fn normalize(text: &str) -> String {
 /// nearly all the compatibility characters Chinese text has. NFKC maps each to one
 /// ASCII character, and replacing a character by its compatibility decomposition
 /// before normalizing does not change the result, so they are mapped directly; the
-/// general algorithm then runs only if the quick check says something else needs it.
+/// general algorithm then runs only around the characters that need it.
 fn nfkc(text: &str) -> Cow<'_, str> {
     /// NFKC's compatibility mapping for the full-width forms and the ideographic space.
     fn full_width(c: char) -> Option<char> {
@@ -87,15 +118,31 @@ fn nfkc(text: &str) -> Cow<'_, str> {
     let mut mapped: Option<String> = None;
     let mut last = 0;
     let mut all_stable = true;
-    for (i, c) in text.char_indices() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        // Fast paths without decoding: ASCII, and U+4E00–U+9FFF (lead byte E5–E9,
+        // or E4 followed by B8–BF): stable, never full-width.
+        if b < 0x80 {
+            i += 1;
+            continue;
+        }
+        if (0xE5..=0xE9).contains(&b) || (b == 0xE4 && bytes[i + 1] >= 0xB8) {
+            i += 3;
+            continue;
+        }
+        let c = text[i..].chars().next().unwrap_or_default();
+        let next = i + c.len_utf8();
         if let Some(ascii) = full_width(c) {
             let out = mapped.get_or_insert_with(|| String::with_capacity(text.len()));
             out.push_str(&text[last..i]);
             out.push(ascii);
-            last = i + c.len_utf8();
+            last = next;
         } else if !stable(c) {
             all_stable = false;
         }
+        i = next;
     }
     let mapped: Cow<'_, str> = match mapped {
         Some(mut out) => {
@@ -107,10 +154,43 @@ fn nfkc(text: &str) -> Cow<'_, str> {
     if all_stable {
         return mapped;
     }
-    match unicode_normalization::is_nfkc_quick(mapped.chars()) {
-        unicode_normalization::IsNormalized::Yes => mapped,
-        _ => Cow::Owned(mapped.nfkc().collect()),
+    Cow::Owned(nfkc_around_unstable(&mapped, stable))
+}
+
+/// NFKC of `text`, running the general algorithm only where it can change
+/// something. A `stable` character (NFKC quick check Yes, combining class 0) is a
+/// normalization boundary: nothing before it reorders or composes with it or
+/// anything after it, so the text may be cut before each one and the pieces
+/// normalized alone. Only the pieces with an unstable character (the stable one
+/// they start with, then the unstable ones) need the general algorithm; the rest
+/// is copied.
+fn nfkc_around_unstable(text: &str, stable: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut copied = 0;
+    // Where the current piece starts: at the last stable character.
+    let mut piece = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if stable(c) {
+            piece = i;
+            continue;
+        }
+        // The piece runs to the next stable character.
+        let mut end = text.len();
+        while let Some(&(j, d)) = chars.peek() {
+            if stable(d) {
+                end = j;
+                break;
+            }
+            chars.next();
+        }
+        out.push_str(&text[copied..piece]);
+        out.extend(text[piece..end].nfkc());
+        copied = end;
+        piece = end;
     }
+    out.push_str(&text[copied..]);
+    out
 }
 
 /// Remove HTML comments, tags and the content of script-like elements.
@@ -206,22 +286,37 @@ fn find_ascii_case_insensitive(haystack: &str, needle: &str) -> Option<usize> {
 
 /// Drop markdown that decorates rather than says: emphasis markers (`*`, `_`, `~~`,
 /// backticks), heading and quote prefixes, list bullets, and link targets
-/// (`[text](url)` keeps `text`).
-fn strip_markdown_line(line: &str) -> Cow<'_, str> {
+/// (`[text](url)` keeps `text`). (The normalizer itself calls the two halves,
+/// [`strip_markdown_prefix`] and, only for lines with a marker,
+/// [`strip_markdown_markers`].)
+#[cfg(test)]
+fn strip_markdown_line<'a>(line: &'a str, buf: &'a mut String) -> &'a str {
+    let body = strip_markdown_prefix(line);
+    if !body.as_bytes().iter().any(|&b| class(b) == MARKER) {
+        return body;
+    }
+    strip_markdown_markers(body, buf)
+}
+
+/// Heading and quote prefixes and list bullets.
+fn strip_markdown_prefix(line: &str) -> &str {
     let trimmed = line.trim_start();
     let body = trimmed
         .trim_start_matches('#')
         .trim_start_matches('>')
         .trim_start();
-    let body = match body.strip_prefix("- ").or_else(|| body.strip_prefix("+ ")) {
+    match body.strip_prefix("- ").or_else(|| body.strip_prefix("+ ")) {
         Some(rest) => rest,
         None => body,
-    };
-    if !body.contains(['*', '_', '`', '~', '[']) {
-        return Cow::Borrowed(body);
     }
+}
+
+/// Emphasis markers and link targets, into `buf`.
+fn strip_markdown_markers<'a>(body: &'a str, buf: &'a mut String) -> &'a str {
+    let is_marker = |b: &u8| class(*b) == MARKER;
     let bytes = body.as_bytes();
-    let mut out = String::with_capacity(body.len());
+    let out = buf;
+    out.clear();
     let mut i = 0;
     // Markdown markers are ASCII, so walk bytes and copy everything else through.
     while i < bytes.len() {
@@ -265,27 +360,148 @@ fn strip_markdown_line(line: &str) -> Cow<'_, str> {
             _ => {
                 // Copy up to the next marker (after at least this whole character).
                 let after = i + body[i..].chars().next().map_or(1, char::len_utf8);
-                let next = body[after..]
-                    .find(['*', '`', '~', '_', '['])
+                let next = bytes[after..]
+                    .iter()
+                    .position(is_marker)
                     .map_or(body.len(), |n| after + n);
                 out.push_str(&body[i..next]);
                 i = next;
             }
         }
     }
-    Cow::Owned(out)
+    out.as_str()
 }
 
-/// Collapse every run of whitespace to one ASCII space and trim the ends.
-fn fold_whitespace(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    for word in line.split_whitespace() {
-        if !out.is_empty() {
+/// Byte classes for the line scans: most bytes are [`PLAIN`].
+const PLAIN: u8 = 0;
+/// ASCII whitespace (`char::is_whitespace`: `\t \n \x0B \x0C \r` and space).
+const SPACE: u8 = 1;
+/// The lead byte of a character that may be non-ASCII whitespace.
+const MAYBE_SPACE: u8 = 2;
+/// A markdown marker: `*`, `_`, `` ` ``, `~`, `[`.
+const MARKER: u8 = 3;
+/// The lead byte (E4–E9) of a three-byte character U+4000–U+9FFF (nearly all
+/// of Chinese text): neither whitespace nor a marker.
+const HAN: u8 = 4;
+
+static CLASS: [u8; 256] = {
+    let mut t = [PLAIN; 256];
+    t[b'\t' as usize] = SPACE;
+    t[b'\n' as usize] = SPACE;
+    t[0x0B] = SPACE;
+    t[0x0C] = SPACE;
+    t[b'\r' as usize] = SPACE;
+    t[b' ' as usize] = SPACE;
+    t[0xC2] = MAYBE_SPACE;
+    t[0xE1] = MAYBE_SPACE;
+    t[0xE2] = MAYBE_SPACE;
+    t[0xE3] = MAYBE_SPACE;
+    t[b'*' as usize] = MARKER;
+    t[b'_' as usize] = MARKER;
+    t[b'`' as usize] = MARKER;
+    t[b'~' as usize] = MARKER;
+    t[b'[' as usize] = MARKER;
+    let mut lead = 0xE4;
+    while lead <= 0xE9 {
+        t[lead] = HAN;
+        lead += 1;
+    }
+    t
+};
+
+#[inline]
+fn class(b: u8) -> u8 {
+    CLASS[b as usize]
+}
+
+/// The length in bytes of the whitespace character starting at `bytes[i]`, or 0
+/// if it is not whitespace. Exactly `char::is_whitespace` (Unicode `White_Space`):
+/// the ASCII ones, U+0085, U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F,
+/// U+205F and U+3000.
+#[inline]
+fn space_len(bytes: &[u8], i: usize) -> usize {
+    match class(bytes[i]) {
+        SPACE => 1,
+        MAYBE_SPACE => {
+            let next = |k: usize| bytes.get(i + k).copied().unwrap_or(0);
+            let space = match bytes[i] {
+                0xC2 => matches!(next(1), 0x85 | 0xA0),
+                0xE1 => next(1) == 0x9A && next(2) == 0x80,
+                0xE2 => match next(1) {
+                    0x80 => matches!(next(2), 0x80..=0x8A | 0xA8 | 0xA9 | 0xAF),
+                    0x81 => next(2) == 0x9F,
+                    _ => false,
+                },
+                _ => next(1) == 0x80 && next(2) == 0x80, // 0xE3: U+3000
+            };
+            if !space {
+                0
+            } else if bytes[i] == 0xC2 {
+                2
+            } else {
+                3
+            }
+        }
+        _ => 0,
+    }
+}
+
+/// What [`fold_whitespace_into`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Folded {
+    /// Appended nothing (the line is blank).
+    Nothing,
+    /// Appended the folded line.
+    Some,
+    /// Stopped at a markdown marker (when asked to); `out` must be rolled back.
+    Marker,
+}
+
+/// Collapse every run of whitespace (Unicode `White_Space`) to one ASCII space,
+/// trim the ends, and append the result to `out`. With `stop_at_marker`, give up
+/// at the first markdown marker instead.
+fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> Folded {
+    let bytes = line.as_bytes();
+    let mut any = false;
+    let mut i = 0;
+    loop {
+        // Skip whitespace.
+        loop {
+            if i == bytes.len() {
+                return if any { Folded::Some } else { Folded::Nothing };
+            }
+            let len = space_len(bytes, i);
+            if len == 0 {
+                break;
+            }
+            i += len;
+        }
+        // A word runs to the next whitespace. (Continuation bytes are PLAIN, and
+        // whitespace starts at a character boundary, so slicing there is safe.)
+        let start = i;
+        while i < bytes.len() {
+            let c = class(bytes[i]);
+            if c == HAN {
+                i += 3;
+            } else if c == PLAIN {
+                i += 1;
+            } else if c == MARKER {
+                if stop_at_marker {
+                    return Folded::Marker;
+                }
+                i += 1;
+            } else if space_len(bytes, i) == 0 {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if any {
             out.push(' ');
         }
-        out.push_str(word);
+        out.push_str(&line[start..i]);
+        any = true;
     }
-    out
 }
 
 #[cfg(test)]
@@ -329,10 +545,72 @@ mod tests {
             "Ｆｕｌｌ　ｗｉｄｔｈ and ascii",
             "…省略 Ⅲ ℃ ﬁ e\u{301} 가 ｶﾀｶﾅ",
             "Ａ\u{301}",
+            "A\u{30A} and e\u{301}\u{301}, \u{1100}\u{1161}\u{11A8} 中\u{301}",
+            "\u{301} leading mark, nbsp\u{A0}here… Ⅻ ℃\u{301}x",
+            "末尾…",
+            "…",
+            "a…b…c…\u{327}\u{301}",
         ] {
             let general: String = text.nfkc().collect();
             assert_eq!(super::nfkc(text), general, "{text}");
         }
+    }
+
+    #[test]
+    fn space_len_is_unicode_white_space() {
+        for c in ('\u{0}'..='\u{FFFF}').chain('\u{10000}'..='\u{10FFF}') {
+            let mut buf = [0; 4];
+            let s = c.encode_utf8(&mut buf);
+            let expected = if c.is_whitespace() { s.len() } else { 0 };
+            assert_eq!(
+                super::space_len(s.as_bytes(), 0),
+                expected,
+                "U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
+    #[test]
+    fn folding_and_markdown_agree_with_the_plain_recipe() {
+        // The recipe as the spec states it, with the standard library.
+        fn plain(line: &str) -> String {
+            let mut buf = String::new();
+            super::strip_markdown_line(line, &mut buf)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        for line in [
+            "",
+            "  \t ",
+            "a  b\u{A0}c\u{3000}d\u{2028}e\u{85}f\u{1680}g\u{202F}h\u{205F}i\u{2009}j",
+            "  **bold** and _em_ snake_case ~~x~~ `code` [link](u) [no",
+            "# title ## > quote",
+            "- item",
+            "+ item  ",
+            "中文\u{3001}标点\u{3002} 、。《》「」",
+            "\u{E3}\u{E2}\u{C2}",
+        ] {
+            let mut out = String::new();
+            let mut buf = String::new();
+            let body = super::strip_markdown_prefix(line);
+            let folded = match super::fold_whitespace_into(body, &mut out, true) {
+                super::Folded::Marker => {
+                    out.clear();
+                    let body = super::strip_markdown_markers(body, &mut buf);
+                    super::fold_whitespace_into(body, &mut out, false)
+                }
+                f => f,
+            };
+            assert_eq!(out, plain(line), "{line:?}");
+            assert_eq!(folded == super::Folded::Some, !out.is_empty(), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn lines_like_str_lines() {
+        assert_eq!(normalize("a\r\nb\rc\r\n\r\nd\r"), "a\nb c\nd");
     }
 
     #[test]

@@ -17,9 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use std::hash::Hasher;
-
-use crate::simhash::{content_hasher, hash_bytes};
+use crate::simhash::hash_bytes;
 use crate::tokenize::{is_han, is_word_char};
 
 /// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
@@ -132,6 +130,11 @@ pub fn signature(text: &str, n: usize, min_chars: usize) -> Signature {
 }
 
 /// [`signature`] with a choice of unit and selection.
+///
+/// One pass over the text: the key of every unit is appended to one buffer, so
+/// the key of the whole text (what the content hash hashes) is that buffer and a
+/// unit's key is its tail since the unit began. Equivalent to splitting with
+/// [`pieces`] and taking [`key_of`] of each (see `one_pass_equals_piecewise`).
 pub fn signature_with(
     text: &str,
     n: usize,
@@ -139,39 +142,136 @@ pub fn signature_with(
     unit: Unit,
     selection: Selection,
 ) -> Signature {
-    // The content hash is SipHash over all keys concatenated, fed piece by piece.
-    let mut whole = content_hasher();
-    let mut key_chars = 0;
-    let mut key = String::new();
+    let bytes = text.as_bytes();
+    let clauses = unit == Unit::Clause;
+    let mut key: Vec<u8> = Vec::with_capacity(text.len());
     let mut picked: Vec<(usize, u32)> = Vec::new();
-    for sentence in pieces(text, unit) {
-        let chars = key_of(sentence, &mut key);
-        whole.write(key.as_bytes());
-        key_chars += chars;
-        if chars >= min_chars {
-            picked.push((chars, unit_hash(&key)));
+    let mut key_chars = 0;
+    // The current unit: where its key starts, its key's length in characters,
+    // and whether it has a non-whitespace character (`pieces` drops blank ones).
+    let mut unit_start = 0;
+    let mut unit_chars = 0;
+    let mut unit_nonblank = false;
+    // Characters that go into the key as they are (Han, `a-z`, `0-9`) are copied
+    // a run at a time: `run` is where the pending run began.
+    let mut run = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        // Fast paths: ASCII lowercase and digits; U+4000–U+9FFF (lead bytes
+        // E4–E9), all Han but U+4DC0–U+4DFF (E4 B7 xx).
+        if b.is_ascii_lowercase() || b.is_ascii_digit() {
+            i += 1;
+            unit_chars += 1;
+            unit_nonblank = true;
+            continue;
+        }
+        if (0xE4..=0xE9).contains(&b) && !(b == 0xE4 && bytes[i + 1] == 0xB7) {
+            i += 3;
+            unit_chars += 1;
+            unit_nonblank = true;
+            continue;
+        }
+        key.extend_from_slice(&bytes[run..i]);
+        let ends;
+        if b < 0x80 {
+            i += 1;
+            if b.is_ascii_uppercase() {
+                key.push(b.to_ascii_lowercase());
+                unit_chars += 1;
+            }
+            unit_nonblank |= !is_ascii_white_space(b);
+            ends = match b {
+                b'!' | b'?' | b';' | b'\n' => true,
+                b',' | b':' | b'(' | b')' | b'"' => clauses,
+                b'.' => text[i..].chars().next().is_none_or(char::is_whitespace),
+                _ => false,
+            };
+        } else {
+            let c = text[i..].chars().next().unwrap_or_default();
+            let len = c.len_utf8();
+            if is_han(c) {
+                key.extend_from_slice(&bytes[i..i + len]);
+                unit_chars += 1;
+                unit_nonblank = true;
+                ends = false;
+            } else {
+                if is_word_char(c) {
+                    for lower in c.to_lowercase() {
+                        let mut buf = [0; 4];
+                        key.extend_from_slice(lower.encode_utf8(&mut buf).as_bytes());
+                        unit_chars += 1;
+                    }
+                }
+                unit_nonblank |= !c.is_whitespace();
+                ends = matches!(c, '。' | '…' | '｡') || (clauses && ends_clause(c));
+            }
+            i += len;
+        }
+        run = i;
+        if ends {
+            finish_unit(
+                &key[unit_start..],
+                unit_chars,
+                unit_nonblank,
+                min_chars,
+                &mut picked,
+            );
+            key_chars += unit_chars;
+            unit_start = key.len();
+            unit_chars = 0;
+            unit_nonblank = false;
         }
     }
+    key.extend_from_slice(&bytes[run..]);
+    finish_unit(
+        &key[unit_start..],
+        unit_chars,
+        unit_nonblank,
+        min_chars,
+        &mut picked,
+    );
+    key_chars += unit_chars;
     match selection {
         Selection::Longest => picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1))),
         Selection::Sampled => picked.sort_unstable_by_key(|p| p.1),
     }
-    let mut hashes: Vec<u32> = picked.into_iter().map(|(_, h)| h).collect();
-    // Repeated sentences count once.
-    let mut seen = Vec::with_capacity(n);
-    hashes.retain(|h| {
-        if seen.len() < n && !seen.contains(h) {
-            seen.push(*h);
-            true
-        } else {
-            false
+    let mut hashes: Vec<u32> = Vec::with_capacity(n.min(picked.len()));
+    // Repeated units count once.
+    for (_, h) in picked {
+        if hashes.len() == n {
+            break;
         }
-    });
+        if !hashes.contains(&h) {
+            hashes.push(h);
+        }
+    }
     hashes.sort_unstable();
     Signature {
-        content: whole.finish(),
+        content: hash_bytes(&key),
         key_chars,
         hashes,
+    }
+}
+
+/// `char::is_whitespace` for an ASCII byte.
+#[inline]
+fn is_ascii_white_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
+}
+
+/// Sign a finished unit if its key is long enough (and it is not blank, which
+/// only matters when `min_chars` is 0).
+#[inline]
+fn finish_unit(
+    key: &[u8],
+    chars: usize,
+    nonblank: bool,
+    min_chars: usize,
+    picked: &mut Vec<(usize, u32)>,
+) {
+    if nonblank && chars >= min_chars {
+        picked.push((chars, hash_bytes(key) as u32));
     }
 }
 
@@ -236,6 +336,80 @@ mod tests {
             signature("Hello, World. 你好。", 3, 1).content,
             hash_bytes(k.as_bytes())
         );
+    }
+
+    /// The spec's recipe, literally: split with `pieces`, trim, drop empty, key each.
+    fn piecewise(
+        text: &str,
+        n: usize,
+        min_chars: usize,
+        unit: Unit,
+        selection: Selection,
+    ) -> Signature {
+        use std::hash::Hasher;
+        let mut whole = crate::simhash::content_hasher();
+        let mut key_chars = 0;
+        let mut key = String::new();
+        let mut picked: Vec<(usize, u32)> = Vec::new();
+        for sentence in pieces(text, unit) {
+            let chars = key_of(sentence, &mut key);
+            whole.write(key.as_bytes());
+            key_chars += chars;
+            if chars >= min_chars {
+                picked.push((chars, unit_hash(&key)));
+            }
+        }
+        match selection {
+            Selection::Longest => picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1))),
+            Selection::Sampled => picked.sort_unstable_by_key(|p| p.1),
+        }
+        let mut hashes: Vec<u32> = picked.into_iter().map(|(_, h)| h).collect();
+        let mut seen = Vec::with_capacity(n);
+        hashes.retain(|h| {
+            if seen.len() < n && !seen.contains(h) {
+                seen.push(*h);
+                true
+            } else {
+                false
+            }
+        });
+        hashes.sort_unstable();
+        Signature {
+            content: whole.finish(),
+            key_chars,
+            hashes,
+        }
+    }
+
+    #[test]
+    fn one_pass_equals_piecewise() {
+        let texts = [
+            "",
+            " ",
+            "\n\n",
+            "。。。",
+            "第一句。第二句!Third one. Pi is 3.14 ok?\nlast",
+            "国家统计局今天（4月16日）发布数据,一季度国内生产总值同比增长5.3%,比上年四季度环比增长1.6%。“工业”《报告》「引号」、顿号:冒号(括号)",
+            "ÀÉÎ İstanbul ǅ ß Σ ΣΑΣ straße. U.S.A. e.g. end.",
+            "䷀䷁ Yijing 㐀㐁 Ext-A 𠀀 Ext-B 〇 … ｡ x",
+            "a.\u{A0}b.\u{3000}c.\u{2028}d",
+            "Mixed 中文English混合123数字. Another,clause;here!and?there…",
+            "   leading and trailing   ",
+            "tiny. tiny. a sentence long enough. a sentence long enough.",
+        ];
+        for text in texts {
+            for unit in [Unit::Sentence, Unit::Clause] {
+                for selection in [Selection::Longest, Selection::Sampled] {
+                    for (n, min) in [(12, 10), (3, 1), (2, 0), (0, 0), (100, 3)] {
+                        assert_eq!(
+                            signature_with(text, n, min, unit, selection),
+                            piecewise(text, n, min, unit, selection),
+                            "{text:?} {unit:?} {selection:?} {n} {min}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -99,14 +99,31 @@ impl Tokenizer {
         self.stop_words.contains(word)
     }
 
+    /// The stop words (lowercase).
+    pub fn stop_words(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.stop_words.iter().copied()
+    }
+
     /// Call `f` with each content word of `text`, in order. Words are borrowed from
     /// `text` when they need no lowercasing.
     pub fn for_each_word(&self, text: &str, mut f: impl FnMut(&str)) {
+        self.for_each_candidate(text, |w| {
+            if !self.is_stop_word(w) {
+                f(w)
+            }
+        });
+    }
+
+    /// Call `f` with each token of `text` that is a content word unless it is a
+    /// stop word (at least two characters, one of them a letter or digit), in
+    /// order. Callers that look every word up in a table anyway can check stop
+    /// words there; [`Tokenizer::for_each_word`] checks them here.
+    pub fn for_each_candidate(&self, text: &str, mut f: impl FnMut(&str)) {
         let mut lower = String::new();
         for (is_han_run, run) in script_runs(text) {
             if is_han_run {
                 for token in self.jieba.cut(run, self.hmm) {
-                    if self.keep(token.word) {
+                    if is_candidate(token.word) {
                         f(token.word);
                     }
                 }
@@ -114,14 +131,17 @@ impl Tokenizer {
                 // (Runs of ASCII punctuation and spaces between Han runs are common
                 // and have no words: skip the segmenter for them.)
                 for word in run.unicode_words() {
-                    let word = if word.chars().any(char::is_uppercase) {
+                    // Only ASCII `A-Z` and non-ASCII characters can be uppercase.
+                    let word = if word.bytes().any(|b| b.is_ascii_uppercase() || b >= 0x80)
+                        && word.chars().any(char::is_uppercase)
+                    {
                         lower.clear();
                         lower.extend(word.chars().flat_map(char::to_lowercase));
                         lower.as_str()
                     } else {
                         word
                     };
-                    if self.keep(word) {
+                    if is_candidate(word) {
                         f(word);
                     }
                 }
@@ -139,12 +159,26 @@ impl Tokenizer {
 
     /// A content word has at least two characters, at least one of them a letter
     /// or digit, and is not a stop word.
+    #[cfg(test)]
     fn keep(&self, word: &str) -> bool {
-        let mut chars = word.chars();
-        let (Some(_), Some(_)) = (chars.next(), chars.next()) else {
-            return false;
-        };
-        word.chars().any(is_word_char) && !self.stop_words.contains(word)
+        is_candidate(word) && !self.stop_words.contains(word)
+    }
+}
+
+/// At least two characters, at least one of them a letter or digit (Han included).
+#[inline]
+fn is_candidate(word: &str) -> bool {
+    match word.as_bytes() {
+        [] | [_] => false,
+        // A character U+4000–U+9FFF (lead byte E4–E9, three bytes) and more:
+        // two characters, the first nearly always Han.
+        [0xE4..=0xE9, _, _, _, ..] => {
+            is_han(word.chars().next().unwrap_or_default()) || word.chars().any(is_word_char)
+        }
+        _ => {
+            let mut chars = word.chars();
+            chars.next().is_some() && chars.next().is_some() && word.chars().any(is_word_char)
+        }
     }
 }
 
@@ -155,6 +189,11 @@ impl Tokenizer {
 fn is_separator(c: char) -> bool {
     if c.is_ascii() {
         c.is_ascii_punctuation() && !matches!(c, '+' | '#' | '&' | '.' | '_' | '%' | '-')
+    } else if matches!(c, '\u{3001}'..='\u{3002}' | '\u{3008}'..='\u{3011}' | '\u{2010}'..='\u{2027}')
+    {
+        // Common CJK punctuation, quotes and dashes: neither alphanumeric nor
+        // whitespace (the general tests are table searches).
+        true
     } else {
         !c.is_alphanumeric() && !c.is_whitespace()
     }
@@ -173,16 +212,32 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
         // separators; any other run goes on until the next Han character (so
         // punctuation inside Latin text, as in "fox's", stays with its word).
         let jieba_run = is_han(first);
-        let end = rest
-            .char_indices()
-            .find(|&(_, c)| {
-                if jieba_run {
-                    !(is_han(c) || is_separator(c))
+        let bytes = rest.as_bytes();
+        let mut i = 0;
+        let end = loop {
+            let Some(&b) = bytes.get(i) else {
+                break bytes.len();
+            };
+            let (c, han, len) =
+                if (0xE4..=0xE9).contains(&b) && !(b == 0xE4 && bytes[i + 1] == 0xB7) {
+                    // U+4000–U+9FFF but U+4DC0–U+4DFF: Han, no need to decode.
+                    ('\u{4E00}', true, 3)
+                } else if b < 0x80 {
+                    (char::from(b), false, 1)
                 } else {
-                    is_han(c)
-                }
-            })
-            .map_or(rest.len(), |(i, _)| i);
+                    let c = rest[i..].chars().next().unwrap_or_default();
+                    (c, is_han(c), c.len_utf8())
+                };
+            let stop = if jieba_run {
+                !(han || is_separator(c))
+            } else {
+                han
+            };
+            if stop {
+                break i;
+            }
+            i += len;
+        };
         let (run, tail) = rest.split_at(end);
         rest = tail;
         Some((jieba_run, run))
@@ -237,6 +292,28 @@ mod tests {
                 "{c:?} U+{:04X}",
                 c as u32
             );
+        }
+    }
+
+    #[test]
+    fn separator_fast_path_agrees_with_unicode() {
+        for c in '\u{80}'..='\u{FFFF}' {
+            assert_eq!(
+                is_separator(c),
+                !c.is_alphanumeric() && !c.is_whitespace(),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
+    #[test]
+    fn candidate_fast_path_agrees() {
+        for w in [
+            "", "a", "ab", "中", "中文", "䷀䷁", "䷀a", "中,", "，，", "a,", "𠀀𠀁", "1.5", "--",
+        ] {
+            let slow = w.chars().count() >= 2 && w.chars().any(is_word_char);
+            assert_eq!(is_candidate(w), slow, "{w:?}");
         }
     }
 
