@@ -147,11 +147,7 @@ pub fn signature_with(
     let mut key: Vec<u8> = Vec::with_capacity(text.len());
     let mut picked: Vec<(usize, u32)> = Vec::new();
     let mut key_chars = 0;
-    // The current unit: where its key starts, its key's length in characters,
-    // and whether it has a non-whitespace character (`pieces` drops blank ones).
-    let mut unit_start = 0;
-    let mut unit_chars = 0;
-    let mut unit_nonblank = false;
+    let mut unit = OpenUnit::default();
     // Characters that go into the key as they are (Han, `a-z`, `0-9`) are copied
     // a run at a time: `run` is where the pending run began.
     let mut run = 0;
@@ -162,14 +158,14 @@ pub fn signature_with(
         // E4–E9), all Han but U+4DC0–U+4DFF (E4 B7 xx).
         if b.is_ascii_lowercase() || b.is_ascii_digit() {
             i += 1;
-            unit_chars += 1;
-            unit_nonblank = true;
+            unit.chars += 1;
+            unit.nonblank = true;
             continue;
         }
         if (0xE4..=0xE9).contains(&b) && !(b == 0xE4 && bytes[i + 1] == 0xB7) {
             i += 3;
-            unit_chars += 1;
-            unit_nonblank = true;
+            unit.chars += 1;
+            unit.nonblank = true;
             continue;
         }
         key.extend_from_slice(&bytes[run..i]);
@@ -178,9 +174,9 @@ pub fn signature_with(
             i += 1;
             if b.is_ascii_uppercase() {
                 key.push(b.to_ascii_lowercase());
-                unit_chars += 1;
+                unit.chars += 1;
             }
-            unit_nonblank |= !is_ascii_white_space(b);
+            unit.nonblank |= !is_ascii_white_space(b);
             ends = match b {
                 b'!' | b'?' | b';' | b'\n' => true,
                 b',' | b':' | b'(' | b')' | b'"' => clauses,
@@ -192,46 +188,29 @@ pub fn signature_with(
             let len = c.len_utf8();
             if is_han(c) {
                 key.extend_from_slice(&bytes[i..i + len]);
-                unit_chars += 1;
-                unit_nonblank = true;
+                unit.chars += 1;
+                unit.nonblank = true;
                 ends = false;
             } else {
                 if is_word_char(c) {
                     for lower in c.to_lowercase() {
                         let mut buf = [0; 4];
                         key.extend_from_slice(lower.encode_utf8(&mut buf).as_bytes());
-                        unit_chars += 1;
+                        unit.chars += 1;
                     }
                 }
-                unit_nonblank |= !c.is_whitespace();
+                unit.nonblank |= !c.is_whitespace();
                 ends = matches!(c, '。' | '…' | '｡') || (clauses && ends_clause(c));
             }
             i += len;
         }
         run = i;
         if ends {
-            finish_unit(
-                &key[unit_start..],
-                unit_chars,
-                unit_nonblank,
-                min_chars,
-                &mut picked,
-            );
-            key_chars += unit_chars;
-            unit_start = key.len();
-            unit_chars = 0;
-            unit_nonblank = false;
+            key_chars += unit.close(&key, min_chars, &mut picked);
         }
     }
     key.extend_from_slice(&bytes[run..]);
-    finish_unit(
-        &key[unit_start..],
-        unit_chars,
-        unit_nonblank,
-        min_chars,
-        &mut picked,
-    );
-    key_chars += unit_chars;
+    key_chars += unit.close(&key, min_chars, &mut picked);
     match selection {
         Selection::Longest => picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1))),
         Selection::Sampled => picked.sort_unstable_by_key(|p| p.1),
@@ -260,18 +239,31 @@ fn is_ascii_white_space(b: u8) -> bool {
     matches!(b, b'\t'..=b'\r' | b' ')
 }
 
-/// Sign a finished unit if its key is long enough (and it is not blank, which
-/// only matters when `min_chars` is 0).
-#[inline]
-fn finish_unit(
-    key: &[u8],
+/// The unit being read: where its key starts in the key buffer, the key's
+/// length in characters, and whether it has a non-whitespace character
+/// (`pieces` drops blank units).
+#[derive(Default)]
+struct OpenUnit {
+    start: usize,
     chars: usize,
     nonblank: bool,
-    min_chars: usize,
-    picked: &mut Vec<(usize, u32)>,
-) {
-    if nonblank && chars >= min_chars {
-        picked.push((chars, hash_bytes(key) as u32));
+}
+
+impl OpenUnit {
+    /// End the unit at the end of `key`: pick its hash if its key is long
+    /// enough (and it is not blank, which only matters when `min_chars` is 0),
+    /// start the next one there, and return the unit's length in characters.
+    #[inline]
+    fn close(&mut self, key: &[u8], min_chars: usize, picked: &mut Vec<(usize, u32)>) -> usize {
+        let chars = self.chars;
+        if self.nonblank && chars >= min_chars {
+            picked.push((chars, hash_bytes(&key[self.start..]) as u32));
+        }
+        *self = OpenUnit {
+            start: key.len(),
+            ..OpenUnit::default()
+        };
+        chars
     }
 }
 
