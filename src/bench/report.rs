@@ -399,7 +399,10 @@ pub fn markdown(report: &BenchReport) -> String {
 /// markers (and a section) are appended when the document has none.
 pub fn replace_section(document: &str, section: &str) -> Result<String, BenchError> {
     let body = format!("{BEGIN_MARKER}\n{}\n{END_MARKER}", section.trim_end());
-    match (document.find(BEGIN_MARKER), document.find(END_MARKER)) {
+    match (
+        find_line(document, BEGIN_MARKER),
+        find_line(document, END_MARKER),
+    ) {
         (Some(b), Some(e)) if b < e => Ok(format!(
             "{}{body}{}",
             &document[..b],
@@ -410,6 +413,19 @@ pub fn replace_section(document: &str, section: &str) -> Result<String, BenchErr
             "the document has a broken bench section: it needs `{BEGIN_MARKER}` before `{END_MARKER}`"
         ))),
     }
+}
+
+/// Byte offset of the first line that is exactly `marker` (a marker quoted in
+/// the prose, inside a line, is not one).
+fn find_line(document: &str, marker: &str) -> Option<usize> {
+    let mut at = 0;
+    for line in document.split_inclusive('\n') {
+        if line.trim_end() == marker {
+            return Some(at);
+        }
+        at += line.len();
+    }
+    None
 }
 
 /// Write the report into the marked section of `path`.
@@ -443,7 +459,14 @@ mod tests {
         assert_eq!(replace_section(&new, "new table").unwrap(), new);
         let appended = replace_section("# T\n", "x").unwrap();
         assert!(appended.ends_with(&format!("{BEGIN_MARKER}\nx\n{END_MARKER}\n")));
-        assert!(replace_section(&format!("{END_MARKER}{BEGIN_MARKER}"), "x").is_err());
+        assert!(replace_section(&format!("{END_MARKER}\n{BEGIN_MARKER}\n"), "x").is_err());
+        // Markers quoted inside a line of prose are not the section.
+        let quoted =
+            format!("see `{BEGIN_MARKER}` … `{END_MARKER}`\n{BEGIN_MARKER}\nold\n{END_MARKER}\n");
+        assert_eq!(
+            replace_section(&quoted, "new").unwrap(),
+            format!("see `{BEGIN_MARKER}` … `{END_MARKER}`\n{BEGIN_MARKER}\nnew\n{END_MARKER}\n")
+        );
     }
 
     fn e2e(workers: usize, rate: f64) -> E2e {
