@@ -228,7 +228,8 @@ fn sigterm_while_idle_or_busy_exits_zero_with_nothing_pending() {
     assert_eq!(sources.len(), outputs.len());
 }
 
-fn simdedup(server: &RedisServer, args: &[&str]) -> serde_json::Value {
+/// Run `simdedup ARGS --redis-url URL`, which must succeed.
+fn run_simdedup(server: &RedisServer, args: &[&str]) -> std::process::Output {
     let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
         .args(args)
         .args(["--redis-url", &server.url()])
@@ -240,7 +241,12 @@ fn simdedup(server: &RedisServer, args: &[&str]) -> serde_json::Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out
+}
+
+/// Run a tool that prints JSON and parse it.
+fn simdedup(server: &RedisServer, args: &[&str]) -> serde_json::Value {
+    serde_json::from_slice(&run_simdedup(server, args).stdout).unwrap()
 }
 
 #[test]
@@ -270,22 +276,16 @@ fn worker_processes_race_on_the_redis_index() {
         http_get(pa, "/readyz").map(|r| r.0) == Some(200)
             && http_get(pb, "/readyz").map(|r| r.0) == Some(200)
     });
-    let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
-        .args([
+    let out = run_simdedup(
+        &server,
+        &[
             "produce",
             jsonl.to_str().unwrap(),
             "--namespace",
             "shared",
             "--pipeline",
             "7",
-        ])
-        .args(["--redis-url", &server.url()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 lines skipped"));
     wait_until("all outputs", LIMIT, || {
