@@ -26,8 +26,12 @@ pub enum Articles {
     /// Generated texts ([`TextGen`]); every run gets new ones.
     Synthetic(TextGen),
     /// Real articles (`text` and `title` of JSON lines); run `r` takes the
-    /// `r`-th slice of K articles, wrapping around.
-    Corpus(Vec<(String, Option<String>)>),
+    /// `r`-th slice of K articles, wrapping around. `skipped`: lines that were
+    /// not usable articles (each reported in the log when read).
+    Corpus {
+        articles: Vec<(String, Option<String>)>,
+        skipped: usize,
+    },
 }
 
 impl Articles {
@@ -38,13 +42,23 @@ impl Articles {
             why: e.to_string(),
         })?;
         let mut articles = Vec::new();
-        for line in data.split(|&b| b == b'\n') {
-            let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) else {
+        let mut skipped = 0;
+        for (n, line) in data.split(|&b| b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
-            };
-            if let Some(text) = v["text"].as_str().filter(|t| !t.trim().is_empty()) {
-                articles.push((text.to_owned(), v["title"].as_str().map(str::to_owned)));
             }
+            let why = match serde_json::from_slice::<serde_json::Value>(line) {
+                Err(e) => format!("not JSON ({e})"),
+                Ok(v) => match v["text"].as_str().filter(|t| !t.trim().is_empty()) {
+                    Some(text) => {
+                        articles.push((text.to_owned(), v["title"].as_str().map(str::to_owned)));
+                        continue;
+                    }
+                    None => "no non-empty string field \"text\"".to_owned(),
+                },
+            };
+            skipped += 1;
+            tracing::warn!(corpus = %path.display(), line = n + 1, %why, "corpus line skipped");
         }
         if articles.is_empty() {
             return Err(BenchError::Corpus {
@@ -52,14 +66,23 @@ impl Articles {
                 why: "no JSON lines with a non-empty \"text\"".into(),
             });
         }
-        Ok(Articles::Corpus(articles))
+        Ok(Articles::Corpus { articles, skipped })
     }
 
     /// What the report says about the articles.
     pub fn describe(&self) -> String {
         match self {
             Articles::Synthetic(_) => "synthetic zh/en texts".into(),
-            Articles::Corpus(a) => format!("corpus of {} articles", a.len()),
+            Articles::Corpus {
+                articles,
+                skipped: 0,
+            } => {
+                format!("corpus of {} articles", articles.len())
+            }
+            Articles::Corpus { articles, skipped } => format!(
+                "corpus of {} articles ({skipped} unusable lines skipped, each named in the log)",
+                articles.len()
+            ),
         }
     }
 
@@ -72,7 +95,7 @@ impl Articles {
                 Articles::Synthetic(gen) => {
                     serde_json::json!({"id": id, "text": gen.text(run * k + j)})
                 }
-                Articles::Corpus(a) => {
+                Articles::Corpus { articles: a, .. } => {
                     let (text, title) = &a[((run * k + j) % a.len() as u64) as usize];
                     serde_json::json!({"id": id, "text": text, "title": title})
                 }
@@ -348,4 +371,36 @@ async fn count_verdicts(
     }
     result.answered = sources.len() as u64;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corpus_lines_that_are_not_articles_are_counted_not_lost_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        std::fs::write(
+            &path,
+            "{\"id\":\"a\",\"text\":\"hello world\"}\n\nnot json\n{\"id\":\"b\"}\n{\"text\":\"x\",\"title\":\"t\"}\n",
+        )
+        .unwrap();
+        let Articles::Corpus { articles, skipped } = Articles::corpus(&path).unwrap() else {
+            panic!("a corpus");
+        };
+        assert_eq!(articles.len(), 2);
+        assert_eq!(articles[1], ("x".into(), Some("t".into())));
+        assert_eq!(skipped, 2, "the bad JSON line and the one without text");
+        let described = Articles::Corpus { articles, skipped }.describe();
+        assert!(
+            described.contains("2 unusable lines skipped"),
+            "{described}"
+        );
+        std::fs::write(&path, "not json\n").unwrap();
+        assert!(matches!(
+            Articles::corpus(&path),
+            Err(BenchError::Corpus { .. })
+        ));
+    }
 }
