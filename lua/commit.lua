@@ -1,14 +1,19 @@
 -- commit.lua: record an article and its verdict, but only if nothing the worker
 -- read in gather.lua (and resolve.lua) has changed since (optimistic
--- concurrency). Redis does O(1) work per key read: no set is scanned here.
+-- concurrency). No set is scanned and no list re-read here: the script reads
+-- what was *inserted* since the gather instead.
 --
--- Why the checks are enough: block sets and handle lists (h:, c:, s: fields)
--- only ever grow (a delete leaves its handle behind as a tombstone, skipped on
--- read), so an unchanged size means unchanged contents; a bucket whose handle
--- counter has not moved received no insert at all, so its keys need no check.
--- An article joining a block set under a SimHash already in it does not grow
--- the set: that SimHash was either beyond max_distance (then so is the
--- newcomer) or resolved, and its h: field, whose length is checked, grows.
+-- Why that is enough: every insert takes the next handle of its bucket's
+-- counter (n:) and stores its packed fingerprint under that handle (f:), in one
+-- script. So the articles inserted into a bucket since the gather are exactly
+-- the handles between the counter the gather read and the counter now. What
+-- the gather read (block sets of this SimHash's blocks, the content and sketch
+-- lists, the h: lists of the SimHashes resolved) can only have changed through
+-- one of them sharing a block, the content hash or a lookup sketch hash with
+-- this article, which its packed fingerprint shows. Deletes never change what
+-- was read (they leave tombstones) and their f: entry is gone: skipped. The
+-- test is a byte search, so a match across a field boundary is a harmless
+-- false conflict (a retry), never a missed one.
 --
 -- KEYS[1]  the bucket registry (ZSET label -> bucket start ms)
 -- ARGV[1]  key prefix, ARGV[2] article id
@@ -20,37 +25,63 @@
 -- ARGV[11] content hash, signed decimal
 -- ARGV[12] root id of the cluster to link to ("" when unique)
 -- ARGV[13] shape bits for a new bucket with no older one to size it by
--- ARGV[14] D, then D distinct blocks (4 hex)
--- then     S, then S times: sketch hash (8 hex), the same in decimal
--- then     the own bucket's h: key for the SimHash and the value read ("", "" if
---          the own bucket was not read)
+-- ARGV[14] the 4 SimHash blocks (4 hex each, first block first), concatenated
+-- ARGV[15] S, then S times: sketch hash (8 hex), the same in decimal
+-- then     the own bucket as the gather read it: shape bits ("" when it was
+--          not read: new, or a preload), h: key for the SimHash and value read,
+--          c: key and value read, 4 flags ('1': block d's set was empty), S
+--          times s: key and value read
 -- then     B = live buckets gather.lua saw (-1: bulk preload, nothing to check),
---          and B times: label, counter, in range (0/1), and when in range: shape
---          bits, c: key and value read, S times s: key and value read, D block
---          set sizes, R, R times: h: key, field, value length (from resolve.lua)
+--          and B times: label, counter read, in range (0/1)
 --
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"}
 local P, id = ARGV[1], ARGV[2]
 local reg = KEYS[1]
 local label, start, retain = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local simhex, simdec, content, cdec = ARGV[6], ARGV[7], ARGV[10], ARGV[11]
-local root = ARGV[12]
-local D = tonumber(ARGV[14])
+local packed, root = ARGV[8], ARGV[12]
 local blocks = {}
-for d = 1, D do blocks[d] = ARGV[14 + d] end
-local i = 15 + D
-local S = tonumber(ARGV[i])
+for d = 1, 4 do blocks[d] = string.sub(ARGV[14], 4 * d - 3, 4 * d) end
+local S = tonumber(ARGV[15])
 local sigs = {}
-for s = 1, S do sigs[s] = {ARGV[i + 2 * s - 1], ARGV[i + 2 * s]} end
-i = i + 2 * S + 1
+for s = 1, S do sigs[s] = {ARGV[14 + 2 * s], ARGV[15 + 2 * s]} end
+local i = 16 + 2 * S
 
--- The own bucket's h: key and the value read for this SimHash ("" when the
--- bucket was not read: new, or a preload).
-local hkey, hval = ARGV[i], ARGV[i + 1]
-i = i + 2
+-- The own bucket's shape, h: key and value read for this SimHash, c: and s:
+-- keys and values ("" when the bucket was not read).
+local k = tonumber(ARGV[i])
+local hkey, hval, ckey, cval = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+local empty = ARGV[i + 5] -- 4 flags: the block set of block d was empty ('1')
+local skeys, svals = {}, {}
+for s = 1, S do skeys[s], svals[s] = ARGV[i + 4 + 2 * s], ARGV[i + 5 + 2 * s] end
+i = i + 6 + 2 * S
+local known = k ~= nil
+
+-- The tokens this article's gather read, as they appear in a packed
+-- fingerprint (src/index/redis/codec.rs: SimHash u64 little-endian, content
+-- u64 LE, then the sorted sketch's u32 LE): the 16-bit blocks, the content
+-- hash, the lookup sketch hashes.
+local mine_blocks, mine_content, mine_sigs = {}, string.sub(packed, 9, 16), {}
+for d = 1, 4 do mine_blocks[d] = string.sub(packed, 2 * d - 1, 2 * d) end
+for s = 1, S do mine_sigs[s] = string.sub(packed, 13 + 4 * s, 16 + 4 * s) end
+
+-- Why article `rec` (a packed fingerprint inserted since the gather) changes
+-- what this check read, or nil.
+local function conflict(rec)
+  local sim = string.sub(rec, 1, 8)
+  for d = 1, 4 do
+    if string.find(sim, mine_blocks[d], 1, true) then return 'block' end
+  end
+  if content ~= '' and string.sub(rec, 9, 16) == mine_content then return 'content' end
+  for s = 1, S do
+    if string.find(rec, mine_sigs[s], 17, true) then return 'signature' end
+  end
+  return nil
+end
 
 -- Validation: the same live buckets, and in every bucket that received an
--- insert since the gather, neither this id nor anything read has appeared.
+-- insert since the gather, neither this id nor anything that changes what was
+-- read has appeared.
 local live = redis.call('ZRANGE', reg, '0', '-1', 'WITHSCORES')
 local B = tonumber(ARGV[i])
 i = i + 1
@@ -61,51 +92,31 @@ if B < 0 then
 elseif #live ~= 2 * B then
   return {'retry', 'buckets'}
 end
-local known, k, ckey, cval = false, nil, nil, nil
-local skeys, svals, sizes = {}, {}, {}
 for b = 1, B do
   local l, counter, inrange = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   i = i + 3
   if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
   local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k')
-  local moved = (nk[1] or '') ~= counter
-  if moved and nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), id), id) == 1 then
-    return {'replay'}
-  end
-  if inrange == '1' then
-    -- shape, c: key and value, S s: keys and values, D set sizes, R resolved
-    local bk, bckey, bcval = tonumber(ARGV[i]), ARGV[i + 1], ARGV[i + 2]
-    i = i + 3
-    local bskeys, bsvals, bsizes = {}, {}, {}
-    for s = 1, S do
-      bskeys[s], bsvals[s] = ARGV[i], ARGV[i + 1]
-      i = i + 2
+  if (nk[1] or '') ~= counter then
+    if nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), id), id) == 1 then
+      return {'replay'}
     end
-    for d = 1, D do bsizes[d] = tonumber(ARGV[i + d - 1]) end
-    i = i + D
-    local R = tonumber(ARGV[i])
-    if moved then
-      for d = 1, D do
-        if redis.call('SCARD', P .. 'b:' .. l .. ':' .. blocks[d]) ~= bsizes[d] then
-          return {'retry', 'block'}
+    if inrange == '1' then
+      local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1])
+      -- Far behind (a stalled worker): reading everything again is cheaper.
+      if to - from >= 256 then return {'retry', 'behind'} end
+      while from <= to do
+        local chunk = math.floor(from / 100)
+        local last = math.min(to, chunk * 100 + 99)
+        local handles = {}
+        for x = from, last do handles[#handles + 1] = string.format('%d', x) end
+        local recs = redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles))
+        for r = 1, #recs do
+          local why = recs[r] and conflict(recs[r])
+          if why then return {'retry', why} end
         end
+        from = last + 1
       end
-      if redis.call('HSTRLEN', bckey, cdec) ~= #bcval then return {'retry', 'content'} end
-      for s = 1, S do
-        if redis.call('HSTRLEN', bskeys[s], sigs[s][2]) ~= #bsvals[s] then
-          return {'retry', 'signature'}
-        end
-      end
-      for r = 1, R do
-        local j = i + 3 * r - 2
-        if redis.call('HSTRLEN', ARGV[j], ARGV[j + 1]) ~= tonumber(ARGV[j + 2]) then
-          return {'retry', 'simhash'}
-        end
-      end
-    end
-    i = i + 1 + 3 * R
-    if l == label then
-      known, k, ckey, cval, skeys, svals, sizes = true, bk, bckey, bcval, bskeys, bsvals, bsizes
     end
   end
 end
@@ -176,11 +187,11 @@ if content ~= '' then
       svals[s] = redis.call('HGET', skeys[s], sigs[s][2]) or ''
     end
   end
-  for d = 1, D do
-    local bkey = P .. 'b:' .. label .. ':' .. blocks[d]
+  for d = 1, 4 do
+    local bkey = block_key(P, label, k, d, blocks[d])
     redis.call('SADD', bkey, simdec)
     -- Empty at the gather and unchanged since (validated): created just now.
-    if fresh or not known or sizes[d] == 0 then
+    if fresh or not known or string.sub(empty, d, d) == '1' then
       redis.call('EXPIREAT', bkey, expire_at)
     end
   end

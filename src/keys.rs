@@ -84,9 +84,18 @@ impl Keys {
 
     /// SET of the SimHashes (signed decimal, see
     /// [`simhash_member`](crate::index::redis::simhash_member)) of the articles
-    /// having the 16-bit value `value` as one of their four blocks.
-    pub fn block(&self, label: &str, value: u16) -> String {
-        format!("{}b:{label}:{value:04x}", self.prefix)
+    /// having the 16-bit value `value` as block number `position` (0-3, most
+    /// significant first). Buckets shaped below [`POSITIONAL_BLOCK_BITS`] share
+    /// one set among the four positions (`b:L:XXXX`: a quarter of the keys,
+    /// which matters when sets are small); larger ones have a set per position
+    /// (`b:L:P:XXXX`: a check reads 4× fewer members, the extra keys cost little
+    /// per article). `lua/prelude.lua`'s `block_key` builds the same names.
+    pub fn block(&self, label: &str, bits: u32, position: usize, value: u16) -> String {
+        if bits >= POSITIONAL_BLOCK_BITS {
+            format!("{}b:{label}:{position}:{value:04x}", self.prefix)
+        } else {
+            format!("{}b:{label}:{value:04x}", self.prefix)
+        }
     }
 
     /// (HASH key, field) listing the handles of the articles whose SimHash is
@@ -134,6 +143,10 @@ pub const HANDLES_PER_CHUNK: u64 = 100;
 /// under Redis's `hash-max-listpack-entries` (128), so the hashes stay listpacks
 /// even if a bucket gets 2.5 times the articles it was shaped for.
 pub const ARTICLES_PER_KEY: u64 = 48;
+
+/// Buckets of this shape or more (about 1.5 M articles: `48 · 2^15`) have one
+/// block set per block position, see [`Keys::block`].
+pub const POSITIONAL_BLOCK_BITS: u32 = 16;
 
 /// `s:` keys are split `2^SIGNATURE_EXTRA_BITS` times finer than `h:`/`c:` keys.
 pub const SIGNATURE_EXTRA_BITS: u32 = 2;
@@ -273,7 +286,8 @@ mod tests {
         assert_eq!(k.fingerprints("L", 12_345), "simdedup:{news}:f:L:123");
         assert_eq!(k.metas("L", 99), "simdedup:{news}:m:L:0");
         assert_eq!(k.links("L", 100), "simdedup:{news}:d:L:1");
-        assert_eq!(k.block("L", 0xab), "simdedup:{news}:b:L:00ab");
+        assert_eq!(k.block("L", 14, 2, 0xab), "simdedup:{news}:b:L:00ab");
+        assert_eq!(k.block("L", 16, 2, 0xab), "simdedup:{news}:b:L:2:00ab");
         assert_eq!(
             k.simhashes("L", 13, 0x0123_4567_89ab_cdef),
             (

@@ -32,6 +32,36 @@ macro_rules! run {
 
 conformance_cases!(run);
 
+/// Options shaping a namespace's buckets for 10 M articles per window (shape 17
+/// bits): one block set per block position (`b:L:P:XXXX`) instead of sets shared
+/// by the four positions.
+fn large_buckets() -> RedisIndexOptions {
+    RedisIndexOptions {
+        expected_articles: 10_000_000,
+        ..RedisIndexOptions::default()
+    }
+}
+
+/// The whole conformance suite again on large buckets.
+mod positional_block_sets {
+    use super::*;
+
+    macro_rules! run_large {
+        ($case:ident) => {
+            #[tokio::test]
+            async fn $case() {
+                let server = RedisServer::start();
+                let idx = RedisIndex::connect(&server.url(), "conf", config(), large_buckets())
+                    .await
+                    .expect("connect to the test redis-server");
+                crate::conformance::$case(&idx).await;
+            }
+        };
+    }
+
+    conformance_cases!(run_large);
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -90,6 +120,46 @@ async fn every_key_carries_a_ttl_within_window_plus_bucket() {
             "{key} has TTL {ttl}, limit {limit}"
         );
     }
+}
+
+#[tokio::test]
+async fn large_buckets_have_one_block_set_per_position() {
+    let server = RedisServer::start();
+    let idx = RedisIndex::connect(&server.url(), "big", config(), large_buckets())
+        .await
+        .unwrap();
+    let t = now_ms();
+    // Blocks 0123 4567 0123 cdef: one value at two positions.
+    let a = entry("a", t, fp(0x0123_4567_0123_cdef, 1, &sketch(1, 12)));
+    assert_eq!(
+        idx.check_and_insert(&a).await.unwrap().verdict,
+        Verdict::Unique
+    );
+    let label = idx_label(&idx, t);
+    let mut conn = server.connection();
+    let sets: Vec<String> = keys_of(&mut conn, "big")
+        .into_iter()
+        .filter(|k| k.starts_with("simdedup:{big}:b:"))
+        .collect();
+    let expect: Vec<String> = ["0:0123", "1:4567", "2:0123", "3:cdef"]
+        .iter()
+        .map(|p| format!("simdedup:{{big}}:b:{label}:{p}"))
+        .collect();
+    assert_eq!(sets, expect);
+    assert_eq!(
+        idx.keys().block(&label, 17, 2, 0x0123),
+        format!("simdedup:{{big}}:b:{label}:2:0123")
+    );
+    // A neighbour 3 bits away (last block changed) is found through the position sets.
+    let b = entry(
+        "b",
+        t + 1,
+        fp(0x0123_4567_0123_cdef ^ 0b111, 2, &sketch(2, 12)),
+    );
+    assert!(matches!(
+        idx.check_and_insert(&b).await.unwrap().verdict,
+        Verdict::Duplicate(d) if d.dup_of == "a"
+    ));
 }
 
 #[tokio::test]
@@ -159,14 +229,14 @@ async fn key_layout_is_the_documented_one() {
     assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "n"])), "2");
     // Block sets hold SimHashes as signed decimals.
     let members: Vec<String> =
-        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 0x0123)])).unwrap();
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 14, 0, 0x0123)])).unwrap();
     assert_eq!(members, vec!["81985529216486894", "81985529216486895"]);
     assert_eq!(
-        k.block(&label, 0x0123),
+        k.block(&label, 14, 0, 0x0123),
         format!("simdedup:{{news}}:b:{label}:0123")
     );
     let members: Vec<String> =
-        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 0xcdef)])).unwrap();
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 14, 3, 0xcdef)])).unwrap();
     assert_eq!(members, vec!["81985529216486895"]);
     // A member to its handles (one HGET), handles to ids and verdicts.
     let (hk, hf) = k.simhashes(&label, 14, 0x0123_4567_89ab_cdef);
@@ -224,10 +294,23 @@ async fn key_layout_is_the_documented_one() {
 /// However they interleave, each group keeps exactly one article.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_near_duplicates_keep_exactly_one_per_group() {
+    race_near_duplicate_groups(RedisIndexOptions::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_near_duplicates_keep_one_per_group_with_positional_block_sets() {
+    race_near_duplicate_groups(large_buckets()).await;
+}
+
+async fn race_near_duplicate_groups(options: RedisIndexOptions) {
     let server = RedisServer::start();
     let mut indexes = Vec::new();
     for _ in 0..4 {
-        indexes.push(connect(&server.url(), "race").await);
+        indexes.push(
+            RedisIndex::connect(&server.url(), "race", config(), options.clone())
+                .await
+                .expect("connect to the test redis-server"),
+        );
     }
     let t = now_ms();
     let mut seed = 0x1234_5678_u64;

@@ -392,17 +392,13 @@ impl RedisIndex {
             // the same round trip, by plain commands.
             let mut pipe = ::redis::pipe();
             pipe.invoke_script(&inv);
-            let mut asked: Vec<(&str, usize)> = Vec::new();
-            for (label, _) in &known {
-                let names = probe
-                    .block_values
-                    .iter()
-                    .map(|b| keys.block(label, *b))
-                    .collect::<Vec<_>>();
-                for name in names {
+            let mut asked: Vec<(&str, BlockSets)> = Vec::new();
+            for (label, bits) in &known {
+                let sets = BlockSets::new(probe, *bits);
+                for name in sets.names(keys, label, probe) {
                     pipe.cmd("SMEMBERS").arg(name);
                 }
-                asked.push((label, probe.block_values.len()));
+                asked.push((label, sets));
             }
             let replies: Vec<Value> = match pipe.query_async(conn).await {
                 Err(e)
@@ -416,11 +412,11 @@ impl RedisIndex {
             };
             let mut replies = replies.into_iter();
             let reply = replies.next().unwrap_or(Value::Nil);
-            let mut block_members: HashMap<&str, Vec<Vec<u64>>> = HashMap::new();
-            for (label, n) in asked {
-                let mut sets = Vec::with_capacity(n);
-                for _ in 0..n {
-                    sets.push(
+            let mut block_members: HashMap<&str, (Vec<Vec<u64>>, String)> = HashMap::new();
+            for (label, sets) in asked {
+                let mut members = Vec::with_capacity(sets.count);
+                for _ in 0..sets.count {
+                    members.push(
                         array(replies.next().unwrap_or(Value::Nil))?
                             .into_iter()
                             .map(|m| {
@@ -431,7 +427,8 @@ impl RedisIndex {
                             .collect::<Result<Vec<u64>, _>>()?,
                     );
                 }
-                block_members.insert(label, sets);
+                let empty = sets.empty_flags(probe, &members);
+                block_members.insert(label, (members, empty));
             }
             let mut it = array(reply)?.into_iter();
             let kind = string(it.next())?;
@@ -459,7 +456,8 @@ impl RedisIndex {
                 let start = int(it.next())?;
                 let counter = string(it.next())?;
                 let in_range = int(it.next())? == 1;
-                let members = block_members.remove(label.as_str()).unwrap_or_default();
+                let (members, empty_sets) =
+                    block_members.remove(label.as_str()).unwrap_or_default();
                 let content_value = bytes(it.next())?;
                 let signature_values = array(it.next().unwrap_or(Value::Nil))?
                     .into_iter()
@@ -482,6 +480,7 @@ impl RedisIndex {
                     start,
                     counter,
                     members,
+                    empty_sets,
                     content_value,
                     signature_values,
                     resolved: Vec::new(),
@@ -628,23 +627,18 @@ impl RedisIndex {
             .arg(&probe.content_dec)
             .arg(verdict.duplicate().map_or("", |d| d.dup_of.as_str()))
             .arg(probe.default_shape)
-            .arg(probe.blocks.len());
-        for b in &probe.blocks {
-            inv.arg(b);
-        }
-        inv.arg(probe.signatures.len());
+            .arg(&probe.positional_hex)
+            .arg(probe.signatures.len());
         for s in &probe.signatures {
             inv.arg(format!("{s:08x}")).arg(s.to_string());
         }
-        let Some(snap) = snap else {
-            inv.arg("").arg("").arg(-1);
-            return inv;
-        };
-        match snap
-            .buckets
-            .iter()
-            .find(|b| b.label == probe.label && b.in_range)
-        {
+        // The own bucket as the gather read it (its values are appended to).
+        let own = snap.and_then(|snap| {
+            snap.buckets
+                .iter()
+                .find(|b| b.label == probe.label && b.in_range)
+        });
+        match own {
             Some(b) => {
                 let bits = b.bits.expect("in range buckets have a shape");
                 let (hkey, hfield) = keys.simhashes(&b.label, bits, fp.simhash);
@@ -653,32 +647,30 @@ impl RedisIndex {
                     .iter()
                     .find(|(k, f, _)| *k == hkey && *f == hfield)
                     .map_or(&[][..], |(_, _, v)| v.as_slice());
-                inv.arg(hkey).arg(hval);
+                inv.arg(bits)
+                    .arg(hkey)
+                    .arg(hval)
+                    .arg(keys.content(&b.label, bits, probe.content).0)
+                    .arg(&b.content_value)
+                    .arg(&b.empty_sets);
+                for (s, value) in probe.signatures.iter().zip(&b.signature_values) {
+                    inv.arg(keys.signature(&b.label, bits, *s).0).arg(value);
+                }
             }
             None => {
-                inv.arg("").arg("");
+                inv.arg("").arg("").arg("").arg("").arg("").arg("");
+                for _ in &probe.signatures {
+                    inv.arg("").arg("");
+                }
             }
         }
+        let Some(snap) = snap else {
+            inv.arg(-1);
+            return inv;
+        };
         inv.arg(snap.buckets.len());
         for b in &snap.buckets {
             inv.arg(&b.label).arg(&b.counter).arg(u8::from(b.in_range));
-            if !b.in_range {
-                continue;
-            }
-            let bits = b.bits.expect("in range buckets have a shape");
-            inv.arg(bits)
-                .arg(keys.content(&b.label, bits, probe.content).0)
-                .arg(&b.content_value);
-            for (s, value) in probe.signatures.iter().zip(&b.signature_values) {
-                inv.arg(keys.signature(&b.label, bits, *s).0).arg(value);
-            }
-            for m in &b.members {
-                inv.arg(m.len());
-            }
-            inv.arg(b.resolved.len());
-            for (key, field, value) in &b.resolved {
-                inv.arg(key).arg(field).arg(value.len());
-            }
         }
         inv
     }
@@ -816,6 +808,9 @@ struct Probe {
     /// The distinct 16-bit blocks of the SimHash, 4 hex each, and as numbers.
     blocks: Vec<String>,
     block_values: Vec<u16>,
+    /// The four blocks by position (most significant first), and as 16 hex.
+    positional: [u16; 4],
+    positional_hex: String,
     /// 16 hex and signed decimal, or "" for an empty fingerprint (never compared,
     /// never indexed).
     content_hex: String,
@@ -849,7 +844,10 @@ impl Probe {
             }
         }
         let blocks = block_values.iter().map(|b| format!("{b:04x}")).collect();
+        let positional = crate::simhash::blocks(fp.simhash);
         Probe {
+            positional,
+            positional_hex: format!("{:016x}", fp.simhash),
             label: bucket_label(start),
             start,
             lo: floor(entry.ts_ms.saturating_sub(window)),
@@ -862,6 +860,70 @@ impl Probe {
             signatures,
             default_shape,
         }
+    }
+}
+
+/// Which block sets a check reads in one bucket: one per distinct block value
+/// when the bucket's four positions share sets, one per position otherwise
+/// ([`Keys::block`]).
+#[derive(Default)]
+struct BlockSets {
+    positional: bool,
+    count: usize,
+}
+
+impl BlockSets {
+    fn new(probe: &Probe, bits: u32) -> BlockSets {
+        let positional = bits >= crate::keys::POSITIONAL_BLOCK_BITS;
+        BlockSets {
+            positional,
+            count: if positional {
+                4
+            } else {
+                probe.block_values.len()
+            },
+        }
+    }
+
+    fn names(&self, keys: &Keys, label: &str, probe: &Probe) -> Vec<String> {
+        let bits = if self.positional {
+            crate::keys::POSITIONAL_BLOCK_BITS
+        } else {
+            0
+        };
+        if self.positional {
+            (0..4)
+                .map(|p| keys.block(label, bits, p, probe.positional[p]))
+                .collect()
+        } else {
+            probe
+                .block_values
+                .iter()
+                .map(|&v| keys.block(label, bits, 0, v))
+                .collect()
+        }
+    }
+
+    /// '1' per block position whose set was read empty.
+    fn empty_flags(&self, probe: &Probe, members: &[Vec<u64>]) -> String {
+        (0..4)
+            .map(|p| {
+                let set = if self.positional {
+                    Some(p)
+                } else {
+                    probe
+                        .block_values
+                        .iter()
+                        .position(|&v| v == probe.positional[p])
+                };
+                let empty = set.and_then(|s| members.get(s)).is_none_or(Vec::is_empty);
+                if empty {
+                    '1'
+                } else {
+                    '0'
+                }
+            })
+            .collect()
     }
 }
 
@@ -896,9 +958,11 @@ struct BucketSnap {
     /// Probed (inside the window, non-empty fingerprint); else only the counter
     /// matters (to re-check the id).
     in_range: bool,
-    /// Members of each distinct block set, in `Probe::blocks` order (their
-    /// sizes are versions).
+    /// Members of each block set read ([`BlockSets`]).
     members: Vec<Vec<u64>>,
+    /// Per block position, '1' if its set was empty (commit.lua then gives the
+    /// set created by the insert its expiry).
+    empty_sets: String,
     content_value: Vec<u8>,
     signature_values: Vec<Vec<u8>>,
     /// `h:` (key, field, value) of the SimHashes resolved.
