@@ -135,16 +135,21 @@ local fresh = hn == 1 -- a new bucket: every key written below is new
 local h = string.format('%d', hn)
 if fresh then
   -- Shape the bucket by the newest older bucket's size (or the configured guess).
-  local articles = nil
+  local articles, older = nil, nil
   for b = #live - 1, 1, -2 do
     if tonumber(live[b + 1]) < start then
-      articles = tonumber(redis.call('HGET', P .. 'n:' .. live[b], 'n') or '')
+      local nk = redis.call('HMGET', P .. 'n:' .. live[b], 'n', 'k')
+      articles, older = tonumber(nk[1] or ''), tonumber(nk[2] or '')
       break
     end
   end
   if articles then
     k = 0
     while k < 22 and articles > 48 * 2 ^ k do k = k + 1 end
+    -- At most one bit smaller than that bucket: it may still be filling (a
+    -- backfill, feeds out of time order), and a bucket shaped far too small
+    -- turns its hashes into hash tables (~3x the memory).
+    if older and k < older - 1 then k = older - 1 end
   else
     k = tonumber(ARGV[13])
   end

@@ -580,3 +580,73 @@ async fn three_master_cluster() {
     }
     conformance_cases!(on_cluster);
 }
+
+/// The minimal ACL documented in docs/redis-keys.md ("Minimal ACL for a
+/// worker"), read from the document itself, is enough for everything the index
+/// does: checks (new bucket, SimHash and sentence duplicates, replays), query,
+/// get, cluster, delete. A script calling a command the document does not
+/// list fails here.
+#[tokio::test]
+async fn the_documented_minimal_acl_is_enough() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/redis-keys.md"))
+        .unwrap();
+    let section = &doc[doc
+        .find("## Minimal ACL for a worker")
+        .expect("ACL section")..];
+    let block = section.split("```").nth(1).expect("the ACL SETUSER block");
+    let mut rule: Vec<String> = block
+        .replace('\\', " ")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(rule[..3], ["ACL", "SETUSER", "simdedup-worker"]);
+    let scripts = section
+        .split("so they must be allowed too: `")
+        .nth(1)
+        .and_then(|s| s.split('`').next())
+        .expect("the scripts' command list");
+    rule.extend(scripts.split_whitespace().map(String::from));
+    let server = RedisServer::start();
+    let mut admin = server.connection();
+    let mut acl = redis::cmd(&rule[0]);
+    for arg in &rule[1..] {
+        acl.arg(arg);
+    }
+    let _: () = acl.query(&mut admin).unwrap();
+
+    let url = server
+        .url()
+        .replacen("redis://", "redis://simdedup-worker:SECRET@", 1);
+    let idx = RedisIndex::connect(&url, "news", config(), RedisIndexOptions::default())
+        .await
+        .expect("connect as the documented ACL user");
+    let t = now_ms();
+    let a = entry("a", t, fp(S, 1, &sketch(1, 12)));
+    let b = entry("b", t + 1, fp(S ^ 0b11, 2, &sketch(2, 12)));
+    // 12 bits away, no block shared, the whole sketch shared: found through s:.
+    let c = entry("c", t + 2, fp(S ^ 0x0007_0007_0007_0007, 3, &sketch(1, 12)));
+    assert_eq!(
+        idx.check_and_insert(&a).await.unwrap().verdict,
+        Verdict::Unique
+    );
+    for e in [&b, &c] {
+        assert!(matches!(
+            idx.check_and_insert(e).await.unwrap().verdict,
+            Verdict::Duplicate(d) if d.dup_of == "a"
+        ));
+    }
+    assert!(idx.check_and_insert(&b).await.unwrap().replayed);
+    assert!(idx.query(&entry("q", t, fp(S, 9, &[]))).await.is_ok());
+    assert!(idx.get("a").await.unwrap().is_some());
+    assert_eq!(idx.cluster("b").await.unwrap().unwrap().duplicates.len(), 2);
+    assert!(idx.delete("a").await.unwrap());
+    // And the user can touch nothing outside its namespace.
+    let mut other = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let denied: redis::RedisResult<Option<String>> = redis::cmd("GET")
+        .arg("simdedup:{other}:x")
+        .query(&mut other);
+    assert!(denied.is_err(), "GET outside the namespace must be refused");
+}

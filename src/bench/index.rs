@@ -32,7 +32,8 @@ pub struct Memory {
     pub rss_bytes: u64,
 }
 
-/// Fill articles `range` of `gen` with [`RedisIndex::preload`], pipelined.
+/// Fill articles `range` of `gen` with [`RedisIndex::preload`], pipelined, in
+/// time order ([`FingerprintGen::preload_entry`]).
 /// Watches `INFO memory` as it goes and stops with
 /// [`BenchError::MemoryBudget`] when the projected size passes `limit_bytes`.
 pub async fn preload(
@@ -46,6 +47,7 @@ pub async fn preload(
 ) -> Result<Duration, BenchError> {
     let started = Instant::now();
     let total = range.end - range.start;
+    let range_end = range.end;
     let mut bar = Progress::new(&format!("preloading {total}"), total, progress);
     let mut tasks = JoinSet::new();
     let mut next = range.start;
@@ -57,7 +59,10 @@ pub async fn preload(
             next = chunk.end;
             let index = index.clone();
             tasks.spawn(async move {
-                let entries: Vec<_> = chunk.clone().map(|i| gen.entry(i)).collect();
+                let entries: Vec<_> = chunk
+                    .clone()
+                    .map(|i| gen.preload_entry(i, range_end))
+                    .collect();
                 index.preload(&entries).await.map(|()| entries.len() as u64)
             });
         }

@@ -88,6 +88,20 @@ impl FingerprintGen {
         count_below(hi) - count_below(lo)
     }
 
+    /// The entry of article `i` when articles `0..n` fill the index: the same
+    /// article, but timestamps rise with `i` over the window, as a live feed
+    /// fills it. So each bucket opens after the one before it is complete and
+    /// is shaped by its size, as in production. (Interleaved timestamps opened
+    /// every bucket at once, shaped by a neighbour holding a few hundred
+    /// articles: hashes of thousands of entries, hash tables instead of
+    /// listpacks, ~520 instead of ~400 bytes per article at 10 M.)
+    pub fn preload_entry(&self, i: u64, n: u64) -> IndexEntry {
+        let mut entry = self.entry(i);
+        let step = self.window_ms as f64 / n.max(1) as f64;
+        entry.ts_ms = self.now_ms - self.window_ms + (i as f64 * step) as i64;
+        entry
+    }
+
     /// The entry of article `i`.
     pub fn entry(&self, i: u64) -> IndexEntry {
         let src = if Self::is_near_duplicate(i) {
@@ -341,6 +355,9 @@ mod tests {
         );
         let copy = g.entry(1004);
         let original = g.entry(3);
+        let ordered: Vec<i64> = (0..1000).map(|i| g.preload_entry(i, 1000).ts_ms).collect();
+        assert!(ordered.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(g.preload_entry(7, 1000).fingerprint, g.entry(7).fingerprint);
         assert!(FingerprintGen::is_near_duplicate(1004));
         assert_eq!(
             (copy.fingerprint.simhash ^ original.fingerprint.simhash).count_ones(),
