@@ -162,6 +162,37 @@ async fn large_buckets_have_one_block_set_per_position() {
     ));
 }
 
+/// A bucket is shaped by the size of the bucket before it, but never more than
+/// one bit smaller: that bucket may still be filling (a backfill, a feed out of
+/// time order), and a bucket shaped far too small turns its hashes into hash
+/// tables.
+#[tokio::test]
+async fn a_new_bucket_is_at_most_one_shape_bit_smaller() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "shape").await;
+    let t = now_ms();
+    let yesterday = t - 24 * 3_600_000;
+    let shape = |label: &str| {
+        let mut conn = server.connection();
+        let k: String = redis::cmd("HGET")
+            .arg(idx.keys().counter(label))
+            .arg("k")
+            .query(&mut conn)
+            .unwrap();
+        k
+    };
+    idx.check_and_insert(&entry("old", yesterday, fp(S, 1, &sketch(1, 12))))
+        .await
+        .unwrap();
+    // The first bucket: shaped for expected_articles (1 M per 48 h window).
+    assert_eq!(shape(&idx_label(&idx, yesterday)), "14");
+    // One article in it would shape the next for 48 (k = 0): 13 instead.
+    idx.check_and_insert(&entry("new", t, fp(!S, 2, &sketch(2, 12))))
+        .await
+        .unwrap();
+    assert_eq!(shape(&idx_label(&idx, t)), "13");
+}
+
 #[tokio::test]
 async fn articles_past_their_retention_are_decided_but_not_stored() {
     let server = RedisServer::start();
