@@ -146,6 +146,10 @@ async fn large_buckets_have_one_block_set_per_position() {
         .map(|p| format!("simdedup:{{big}}:b:{label}:{p}"))
         .collect();
     assert_eq!(sets, expect);
+    for set in &sets {
+        let ttl: i64 = redis::cmd("TTL").arg(set).query(&mut conn).unwrap();
+        assert!(ttl > 0, "{set} has no expiry (TTL {ttl})");
+    }
     assert_eq!(
         idx.keys().block(&label, 17, 2, 0x0123),
         format!("simdedup:{{big}}:b:{label}:2:0123")
