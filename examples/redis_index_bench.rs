@@ -302,50 +302,7 @@ async fn main() {
         pct(&lat, 99),
         lat.last().copied().unwrap_or(0)
     );
-    if std::env::var("BENCH_BREAKDOWN").is_ok_and(|v| v == "1") {
-        // Memory by key family: MEMORY USAGE of every 10th key SCANned.
-        let mut c = redis::Client::open(url.as_str())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        let mut by: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-        let mut cursor = 0u64;
-        let mut seen = 0u64;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut c)
-                .unwrap();
-            for k in batch {
-                seen += 1;
-                if seen % 10 != 0 {
-                    continue;
-                }
-                let fam = k.split(':').nth(2).unwrap_or("?").to_owned();
-                let bytes: u64 = redis::cmd("MEMORY")
-                    .arg("USAGE")
-                    .arg(&k)
-                    .arg("SAMPLES")
-                    .arg(0)
-                    .query(&mut c)
-                    .unwrap_or(0);
-                let e = by.entry(fam).or_default();
-                e.0 += 10;
-                e.1 += bytes * 10;
-            }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
-        for (fam, (keys, bytes)) in by {
-            println!(
-                "  family {fam}: ~{keys} keys, ~{:.0} bytes/article (MEMORY USAGE, sampled)",
-                bytes as f64 / n as f64
-            );
-        }
-    }
+    // Memory by key family: `simdedup bench` prints it (src/bench/index.rs,
+    // memory_by_family).
     drop(server);
 }

@@ -153,7 +153,9 @@ if fresh then
   else
     k = tonumber(ARGV[13])
   end
-  redis.call('HSET', nkey, 'k', k)
+  -- r: how long the bucket's keys live after it starts (bucket length +
+  -- window): a process configured otherwise refuses to start (RedisIndex::connect).
+  redis.call('HSET', nkey, 'k', k, 'r', ARGV[5])
   redis.call('EXPIREAT', nkey, expire_at)
   redis.call('ZADD', reg, start, label)
   redis.call('ZREMRANGEBYSCORE', reg, '-inf', '(' .. (now_ms - retain))

@@ -171,7 +171,15 @@ struct BenchArgs {
     /// No end-to-end runs (index measurements only).
     #[arg(long)]
     no_e2e: bool,
-    /// Articles per end-to-end run (default 20000; --quick: 5000).
+    /// Bucket length in hours of the index and the workers (the `bucket_hours`
+    /// setting; default 24): longer buckets mean fewer buckets read per check
+    /// and more memory held.
+    #[arg(long, value_name = "HOURS")]
+    bucket_hours: Option<u64>,
+    /// Articles per end-to-end run (default 20000; --quick: 5000). With --corpus,
+    /// at most the corpus size divided by the number of worker counts: each
+    /// worker count sends its own slice, so no run on a filled index re-sends
+    /// what an earlier run inserted.
     #[arg(long, value_name = "K")]
     e2e_articles: Option<u64>,
     /// Seed of the synthetic fingerprints and texts.
@@ -754,6 +762,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     o.batch_size = args.batch_size;
     o.max_in_flight = args.max_in_flight;
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
+    o.bucket_hours = args.bucket_hours;
     o.progress = !args.no_progress;
     o.command_line = std::iter::once("simdedup".to_owned())
         .chain(std::env::args().skip(1).map(|a| {

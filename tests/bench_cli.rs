@@ -82,6 +82,29 @@ fn tiny_bench_measures_everything_and_writes_the_docs_section() {
     assert_eq!(found, expected, "{cells:?}");
     assert_eq!(expected, "100", "500 checks, 1 in 5 a copy");
 
+    // Memory by key family: every family of an index with articles, and the
+    // families plus `other` add up to the bytes/article of the row above.
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("| articles |") && l.ends_with("| other | total |"))
+        .unwrap_or_else(|| panic!("no memory-by-family table in:\n{stdout}"));
+    let families: Vec<&str> = lines[at].split('|').map(str::trim).collect();
+    for family in ["b", "f", "i", "m", "h", "c", "s", "n", "buckets"] {
+        assert!(families.contains(&family), "{family} in {families:?}");
+    }
+    let shares: Vec<f64> = lines[at + 2]
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .skip(1)
+        .map(|c| c.parse().unwrap())
+        .collect();
+    let (total, parts) = shares.split_last().unwrap();
+    assert_eq!(*total, number(cells[1]), "{shares:?}");
+    let sum: f64 = parts.iter().sum();
+    assert!((sum - total).abs() <= parts.len() as f64, "{shares:?}");
+
     // End to end: every entry answered, none pending, none rejected, on the
     // empty index and on the filled one.
     for label in ["empty", "2 k"] {

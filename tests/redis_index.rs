@@ -262,6 +262,11 @@ async fn key_layout_is_the_documented_one() {
     );
     assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "k"])), "14");
     assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "n"])), "2");
+    // And how long its keys live after it starts: 24 h bucket + 48 h window.
+    assert_eq!(
+        s(q(&mut c, &["HGET", &k.counter(&label), "r"])),
+        (72 * 3_600_000).to_string()
+    );
     // Block sets hold SimHashes as signed decimals.
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 14, 0, 0x0123)])).unwrap();
@@ -531,6 +536,50 @@ async fn refuses_allkeys_eviction_unless_allowed() {
     let volatile = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
     assert!(
         RedisIndex::connect(&volatile.url(), "m", config(), RedisIndexOptions::default())
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn refuses_a_namespace_written_with_another_bucket_length() {
+    let server = RedisServer::start();
+    let hours = |h: u64| RedisIndexOptions {
+        bucket_ms: Some(h * 3_600_000),
+        ..Default::default()
+    };
+    // A namespace without buckets takes any bucket length.
+    let idx = RedisIndex::connect(&server.url(), "b", config(), hours(24))
+        .await
+        .unwrap();
+    idx.check_and_insert(&entry("a", now_ms(), fp(S, 1, &[])))
+        .await
+        .unwrap();
+    // Once a bucket exists, a process configured for 48 h buckets is refused
+    // (its buckets would overlap the 24 h ones and miss duplicates).
+    let err = RedisIndex::connect(&server.url(), "b", config(), hours(48))
+        .await
+        .unwrap_err();
+    match &err {
+        IndexError::Config(msg) => {
+            assert!(msg.contains("72 h") && msg.contains("96 h"), "{msg}");
+            assert!(msg.contains("bucket_hours"), "{msg}");
+        }
+        other => panic!("expected a Config error, got {other:?}"),
+    }
+    // So is one with another window.
+    let mut wide = config();
+    wide.window_ms = 72 * 3_600_000;
+    assert!(matches!(
+        RedisIndex::connect(&server.url(), "b", wide, hours(24)).await,
+        Err(IndexError::Config(_))
+    ));
+    // The same settings connect; another namespace is independent.
+    assert!(RedisIndex::connect(&server.url(), "b", config(), hours(24))
+        .await
+        .is_ok());
+    assert!(
+        RedisIndex::connect(&server.url(), "other", config(), hours(48))
             .await
             .is_ok()
     );

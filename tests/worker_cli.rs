@@ -36,12 +36,14 @@ fn config_precedence_and_redaction() {
         &[
             ("SIMDEDUP_NAMESPACE", "from-env"),
             ("SIMDEDUP_WORKER__BATCH_SIZE", "8"),
+            ("SIMDEDUP_BUCKET_HOURS", "48"),
             ("SIMDEDUP_LOG", "info"),
         ],
         &[],
     );
     assert!(shown.contains("namespace = \"from-env\""), "{shown}");
     assert!(shown.contains("batch_size = 8"));
+    assert!(shown.contains("bucket_hours = 48"), "{shown}");
     assert!(
         shown.contains("max_deliveries = 9"),
         "file values not overridden stay"

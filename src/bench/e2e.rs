@@ -23,11 +23,10 @@ use crate::worker::tools::produce;
 /// Where the articles of the end-to-end runs come from.
 #[derive(Debug, Clone)]
 pub enum Articles {
-    /// Generated texts ([`TextGen`]); every run gets new ones.
+    /// Generated texts ([`TextGen`]), as many as asked for.
     Synthetic(TextGen),
-    /// Real articles (`text` and `title` of JSON lines); run `r` takes the
-    /// `r`-th slice of K articles, wrapping around. `skipped`: lines that were
-    /// not usable articles (each reported in the log when read).
+    /// Real articles (`text` and `title` of JSON lines). `skipped`: lines that
+    /// were not usable articles (each reported in the log when read).
     Corpus {
         articles: Vec<(String, Option<String>)>,
         skipped: usize,
@@ -86,17 +85,33 @@ impl Articles {
         }
     }
 
-    /// JSON lines of run `run`: `k` articles with ids `e2e-<run>-<j>`.
-    fn jsonl(&self, run: u64, k: u64) -> Vec<u8> {
+    /// How many articles each of `slices` end-to-end runs can have without two
+    /// runs sharing one: `wanted`, or fewer for a corpus too small for that.
+    pub fn per_slice(&self, wanted: u64, slices: usize) -> u64 {
+        match self {
+            Articles::Synthetic(_) => wanted,
+            Articles::Corpus { articles, .. } => {
+                wanted.min((articles.len() / slices.max(1)).max(1) as u64)
+            }
+        }
+    }
+
+    /// JSON lines of run `run`: the `slice`-th `k` articles, with ids
+    /// `e2e-<run>-<j>`. Runs compared with each other (the same worker count on
+    /// the empty and the filled index) use the same slice; runs on one filled
+    /// index use different slices, so that no run re-sends what an earlier one
+    /// inserted (its verdicts would all be duplicates). A corpus too small for
+    /// the slice wraps around ([`Articles::per_slice`] avoids that).
+    fn jsonl(&self, run: u64, slice: u64, k: u64) -> Vec<u8> {
         let mut out = Vec::new();
         for j in 0..k {
             let id = format!("e2e-{run}-{j}");
             let line = match self {
                 Articles::Synthetic(gen) => {
-                    serde_json::json!({"id": id, "text": gen.text(run * k + j)})
+                    serde_json::json!({"id": id, "text": gen.text(slice * k + j)})
                 }
                 Articles::Corpus { articles: a, .. } => {
-                    let (text, title) = &a[((run * k + j) % a.len() as u64) as usize];
+                    let (text, title) = &a[((slice * k + j) % a.len() as u64) as usize];
                     serde_json::json!({"id": id, "text": text, "title": title})
                 }
             };
@@ -137,6 +152,8 @@ pub struct WorkerSetup {
     pub namespace: String,
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
+    /// `bucket_hours` of the workers (`SIMDEDUP_BUCKET_HOURS`); their default otherwise.
+    pub bucket_hours: Option<u64>,
     pub timeout: Duration,
     /// Workers' stderr goes to files here.
     pub log_dir: PathBuf,
@@ -164,11 +181,15 @@ impl Workers {
             if let Some(m) = setup.max_in_flight {
                 cmd.args(["--max-in-flight", &m.to_string()]);
             }
-            // The workers get the defaults, whatever this shell's SIMDEDUP_* say.
+            // The workers get the defaults, whatever this shell's SIMDEDUP_* say,
+            // and the bench's bucket length.
             for (k, _) in std::env::vars_os() {
                 if k.to_string_lossy().starts_with("SIMDEDUP_") {
                     cmd.env_remove(k);
                 }
+            }
+            if let Some(h) = setup.bucket_hours {
+                cmd.env("SIMDEDUP_BUCKET_HOURS", h.to_string());
             }
             let stderr = File::create(&log)?;
             let child = cmd
@@ -237,14 +258,14 @@ async fn xlen(conn: &mut MultiplexedConnection, key: &str) -> Result<u64, BenchE
     Ok(redis::cmd("XLEN").arg(key).query_async(conn).await?)
 }
 
-/// Run `k` articles of `articles` (run number `run`) through `workers` workers.
-/// The input, output and dead-letter streams are deleted first (with the
-/// consumer group); the index is left as it is.
+/// Run slice `slice` of `k` articles of `articles` (run number `run`) through
+/// `workers` workers. The input, output and dead-letter streams are deleted
+/// first (with the consumer group); the index is left as it is.
 pub async fn run(
     conn: &mut MultiplexedConnection,
     setup: &WorkerSetup,
     articles: &Articles,
-    run: u64,
+    (run, slice): (u64, u64),
     k: u64,
     workers: usize,
 ) -> Result<E2e, BenchError> {
@@ -255,7 +276,7 @@ pub async fn run(
         .arg(keys.dead_stream())
         .query_async::<()>(conn)
         .await?;
-    let jsonl = articles.jsonl(run, k);
+    let jsonl = articles.jsonl(run, slice, k);
     produce(
         conn,
         &keys,
@@ -402,5 +423,46 @@ mod tests {
             Articles::corpus(&path),
             Err(BenchError::Corpus { .. })
         ));
+    }
+
+    fn texts(jsonl: &[u8]) -> Vec<String> {
+        jsonl
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                serde_json::from_slice::<serde_json::Value>(l).unwrap()["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_worker_count_gets_its_own_slice_of_a_corpus() {
+        let corpus = Articles::Corpus {
+            articles: (0..10).map(|i| (format!("article {i}"), None)).collect(),
+            skipped: 0,
+        };
+        // 10 articles, 3 worker counts: 3 each, none shared between slices.
+        assert_eq!(corpus.per_slice(20_000, 3), 3);
+        assert_eq!(corpus.per_slice(2, 3), 2, "fewer asked for than fit");
+        assert_eq!(corpus.per_slice(5, 20), 1, "never zero");
+        let slices: Vec<Vec<String>> = (0..3).map(|s| texts(&corpus.jsonl(7 + s, s, 3))).collect();
+        assert_eq!(slices[0], ["article 0", "article 1", "article 2"]);
+        assert_eq!(slices[2], ["article 6", "article 7", "article 8"]);
+        // The same slice again (the same worker count on a filled index): the
+        // same texts, under the new run's ids.
+        let again = corpus.jsonl(11, 1, 3);
+        assert_eq!(texts(&again), slices[1]);
+        assert!(String::from_utf8(again).unwrap().contains("\"e2e-11-0\""));
+        let synthetic = Articles::Synthetic(TextGen::new(1));
+        assert_eq!(synthetic.per_slice(20_000, 3), 20_000);
+        let (a, b) = (
+            texts(&synthetic.jsonl(0, 0, 4)),
+            texts(&synthetic.jsonl(1, 1, 4)),
+        );
+        assert!(a.iter().all(|t| !b.contains(t)), "synthetic slices differ");
+        assert_eq!(texts(&synthetic.jsonl(5, 0, 4)), a);
     }
 }

@@ -30,7 +30,23 @@ pub struct Memory {
     pub bytes_per_article: f64,
     pub keys: u64,
     pub rss_bytes: u64,
+    /// The memory by key family (`b`, `f`, `i`, … of `simdedup:{NS}:<family>:…`),
+    /// from `MEMORY USAGE` of a sample of the keys, largest first.
+    pub families: Vec<KeyFamily>,
 }
+
+/// One family of keys of the index and the memory it takes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KeyFamily {
+    pub name: String,
+    pub keys: u64,
+    /// Estimated from the sampled keys: their `MEMORY USAGE` (key, value and
+    /// its main-dict entry; not its expires entry) times keys / sampled.
+    pub bytes: u64,
+}
+
+/// Every how many keys one is sampled for [`memory_by_family`].
+const FAMILY_SAMPLE_EVERY: u64 = 10;
 
 /// Fill articles `range` of `gen` with [`RedisIndex::preload`], pipelined, in
 /// time order ([`FingerprintGen::preload_entry`]).
@@ -110,7 +126,67 @@ pub async fn memory(
         bytes_per_article: used as f64 / articles.max(1) as f64,
         keys,
         rss_bytes: mem.num("used_memory_rss") as u64,
+        families: memory_by_family(conn).await?,
     })
+}
+
+/// Where the memory goes: every key `SCAN`ned, grouped by the family letter
+/// after the namespace (`simdedup:{NS}:f:…` → `f`), and `MEMORY USAGE … SAMPLES
+/// 0` (exact) of every [`FAMILY_SAMPLE_EVERY`]th key of a family. What the
+/// families do not account for is Redis's own: the expires dict entries and
+/// the hash tables' bucket arrays.
+pub async fn memory_by_family(
+    conn: &mut MultiplexedConnection,
+) -> Result<Vec<KeyFamily>, BenchError> {
+    // family -> (keys, keys sampled, bytes of the sampled keys)
+    let mut by: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(2000)
+            .query_async(conn)
+            .await?;
+        let mut sampled = Vec::new();
+        let mut pipe = redis::pipe();
+        for key in batch {
+            let family = key.split(':').nth(2).unwrap_or("?").to_owned();
+            let e = by.entry(family.clone()).or_default();
+            if e.0 % FAMILY_SAMPLE_EVERY == 0 {
+                pipe.cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(&key)
+                    .arg("SAMPLES")
+                    .arg(0);
+                sampled.push(family);
+            }
+            e.0 += 1;
+        }
+        if !sampled.is_empty() {
+            // A key that expired between SCAN and MEMORY USAGE answers nil.
+            let sizes: Vec<Option<u64>> = pipe.query_async(conn).await?;
+            for (family, size) in sampled.into_iter().zip(sizes) {
+                let e = by.get_mut(&family).expect("counted above");
+                e.1 += 1;
+                e.2 += size.unwrap_or(0);
+            }
+        }
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    let mut families: Vec<KeyFamily> = by
+        .into_iter()
+        .map(|(name, (keys, sampled, bytes))| KeyFamily {
+            name,
+            keys,
+            bytes: (bytes as f64 * keys as f64 / sampled.max(1) as f64) as u64,
+        })
+        .collect();
+    families.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.name.cmp(&b.name)));
+    Ok(families)
 }
 
 /// What the measured checks cost.

@@ -66,6 +66,9 @@ pub struct BenchOptions {
     /// Passed to the workers (`--batch-size`, `--max-in-flight`); their defaults otherwise.
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
+    /// Bucket length in hours of the index and the workers (`bucket_hours`);
+    /// their default (24 h) otherwise.
+    pub bucket_hours: Option<u64>,
     /// Give up on an end-to-end run after this long.
     pub e2e_timeout: Duration,
     /// The `simdedup` binary the workers run.
@@ -92,6 +95,7 @@ impl BenchOptions {
             max_memory_bytes: None,
             batch_size: None,
             max_in_flight: None,
+            bucket_hours: None,
             e2e_timeout: Duration::from_secs(900),
             worker_exe,
             progress: true,
@@ -171,6 +175,9 @@ impl BenchOptions {
         if self.workers.contains(&0) {
             return bad("--workers must be positive counts");
         }
+        if self.bucket_hours.is_some_and(|h| h == 0 || h > 720) {
+            return bad("--bucket-hours must be 1 to 720");
+        }
         if !self.workers.is_empty() && self.e2e_articles == 0 {
             return bad("--e2e-articles must be positive (or --no-e2e)");
         }
@@ -232,9 +239,22 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         namespace: options.namespace.clone(),
         batch_size: options.batch_size,
         max_in_flight: options.max_in_flight,
+        bucket_hours: options.bucket_hours,
         timeout: options.e2e_timeout,
         log_dir: server.dir().to_owned(),
     };
+    let per_run = articles.per_slice(options.e2e_articles, options.workers.len());
+    if per_run < options.e2e_articles {
+        note(
+            options,
+            &format!(
+                "{}: {per_run} articles per end-to-end run (--e2e-articles {}), so that \
+                 each worker count gets its own slice",
+                articles.describe(),
+                options.e2e_articles
+            ),
+        );
+    }
     let mut report = BenchReport {
         command_line: options.command_line.clone(),
         date_utc: report::utc_now(),
@@ -243,7 +263,14 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             .text("redis_version")
             .unwrap_or("?")
             .to_owned(),
-        articles: articles.describe(),
+        articles: if options.workers.is_empty() {
+            "none (no end-to-end runs)".into()
+        } else {
+            format!(
+                "{}, {per_run} per run, each worker count its own slice (the same on the empty and on a filled index)",
+                articles.describe()
+            )
+        },
         load_start: report::load_average(),
         machine,
         ..BenchReport::default()
@@ -252,6 +279,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         options,
         setup: &setup,
         articles: &articles,
+        per_run,
         next_run: 0,
     };
     report.empty = runs.all(&mut conn, "empty index", true).await?;
@@ -282,6 +310,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             decision,
             RedisIndexOptions {
                 expected_articles: n,
+                bucket_ms: options.bucket_hours.map(|h| h * 3_600_000),
                 ..RedisIndexOptions::default()
             },
         )
@@ -339,11 +368,16 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     Ok(report)
 }
 
-/// The end-to-end runs of a bench; each run gets its own number (its articles).
+/// The end-to-end runs of a bench. Each run gets its own number (its ids);
+/// the i-th worker count always sends the i-th slice of the articles, so each
+/// run on a filled index inserts articles no earlier run sent, and compares
+/// like for like with the same worker count on the empty index.
 struct E2eRuns<'a> {
     options: &'a BenchOptions,
     setup: &'a WorkerSetup,
     articles: &'a Articles,
+    /// Articles per run.
+    per_run: u64,
     next_run: u64,
 }
 
@@ -357,7 +391,7 @@ impl E2eRuns<'_> {
         empty: bool,
     ) -> Result<Vec<E2e>, BenchError> {
         let mut results = Vec::new();
-        for &w in &self.options.workers {
+        for (slice, &w) in self.options.workers.iter().enumerate() {
             if empty {
                 flush(conn).await?;
             }
@@ -369,8 +403,8 @@ impl E2eRuns<'_> {
                 conn,
                 self.setup,
                 self.articles,
-                self.next_run,
-                self.options.e2e_articles,
+                (self.next_run, slice as u64),
+                self.per_run,
                 w,
             )
             .await?;

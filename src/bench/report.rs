@@ -278,6 +278,51 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
     out
 }
 
+/// The memory table: bytes per article of each key family at each size.
+fn memory_by_family(sizes: &[SizeResult]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for r in sizes {
+        for f in &r.memory.families {
+            if !names.contains(&f.name.as_str()) {
+                names.push(&f.name);
+            }
+        }
+    }
+    let mut s = String::from(
+        "Redis memory by key family, bytes per article (`MEMORY USAGE` of every 10th key of a family, \
+         scaled; `other` = what no key accounts for: the expires dict and the hash tables' bucket arrays; \
+         key families in `docs/redis-keys.md`):\n\n",
+    );
+    s.push_str(&format!(
+        "| articles | {} | other | total |\n",
+        names.join(" | ")
+    ));
+    s.push_str(&format!("|---|{}---|---|\n", "---|".repeat(names.len())));
+    for r in sizes {
+        let n = r.articles.max(1) as f64;
+        let per = |name: &str| {
+            r.memory
+                .families
+                .iter()
+                .find(|f| f.name == name)
+                .map_or(0.0, |f| f.bytes as f64 / n)
+        };
+        let counted: f64 = r.memory.families.iter().map(|f| f.bytes as f64 / n).sum();
+        s.push_str(&format!(
+            "| {} | {} | {:.0} | {:.0} |\n",
+            human(r.articles),
+            names
+                .iter()
+                .map(|name| format!("{:.0}", per(name)))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            r.memory.bytes_per_article - counted,
+            r.memory.bytes_per_article
+        ));
+    }
+    s
+}
+
 /// The report as Markdown: what ran where, the tables, the targets.
 pub fn markdown(report: &BenchReport) -> String {
     let m = &report.machine;
@@ -324,6 +369,9 @@ pub fn markdown(report: &BenchReport) -> String {
             ));
         }
         line(String::new());
+    }
+    if report.sizes.iter().any(|r| !r.memory.families.is_empty()) {
+        line(memory_by_family(&report.sizes));
     }
     let mut rows: Vec<(String, &Vec<E2e>)> = Vec::new();
     if !report.empty.is_empty() {

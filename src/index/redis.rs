@@ -155,6 +155,48 @@ fn bad_reply(what: &str) -> IndexError {
 }
 
 /// What the eviction policy means for the index.
+/// Refuse to index into a namespace whose buckets were written with another
+/// bucket length or window: its articles would be filed into overlapping
+/// buckets and compared over the wrong span, which misses duplicates without
+/// any error. The newest live bucket's `r` field (bucket length + window, ms,
+/// written when the bucket opened) must equal ours; buckets written before
+/// that field existed are not checked.
+async fn check_retention(
+    conn: &mut Conn,
+    keys: &Keys,
+    namespace: &str,
+    retention_ms: u64,
+) -> Result<(), IndexError> {
+    let newest: Vec<String> = ::redis::cmd("ZRANGE")
+        .arg(keys.buckets())
+        .arg(-1)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .map_err(backend)?;
+    let Some(label) = newest.first() else {
+        return Ok(());
+    };
+    let stored: Option<u64> = ::redis::cmd("HGET")
+        .arg(keys.counter(label))
+        .arg("r")
+        .query_async(conn)
+        .await
+        .map_err(backend)?;
+    match stored {
+        Some(r) if r != retention_ms => Err(IndexError::Config(format!(
+            "namespace {:?} keeps its buckets for {} h after they start (bucket length + window; \
+             `HGET {} r`), this process {} h: every process of a namespace needs the same \
+             bucket_hours and decision.window_ms",
+            namespace,
+            r as f64 / HOUR_MS as f64,
+            keys.counter(label),
+            retention_ms as f64 / HOUR_MS as f64
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn judge_policy(policy: &str, allow_eviction: bool) -> Result<(), IndexError> {
     if policy.starts_with("allkeys-") {
         if allow_eviction {
@@ -224,6 +266,8 @@ impl RedisIndex {
                 "cannot read maxmemory-policy (CONFIG disabled or denied?); make sure it is noeviction"
             ),
         }
+        let index_retention_ms = bucket_ms + config.window_ms;
+        check_retention(&mut probe, &keys, namespace, index_retention_ms).await?;
         let default_shape = shape_bits(
             (u128::from(options.expected_articles) * u128::from(bucket_ms)
                 / u128::from(config.window_ms.max(1)))

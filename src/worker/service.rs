@@ -63,6 +63,7 @@ pub async fn connect_redis_index(
 ) -> Result<Option<RedisIndex>, IndexError> {
     let options = RedisIndexOptions {
         allow_eviction: settings.allow_eviction,
+        bucket_ms: settings.bucket_hours.map(|h| u64::from(h) * 3_600_000),
         response_timeout: Duration::from_millis(settings.worker.command_timeout_ms),
         ..RedisIndexOptions::default()
     };
