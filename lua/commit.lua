@@ -190,7 +190,7 @@ if content ~= '' then
     hval = redis.call('HGET', hkey, simdec) or ''
     cval = redis.call('HGET', ckey, cdec) or ''
     for s = 1, S do
-      skeys[s] = P .. 's:' .. label .. ':' .. top(sigs[s][1], k + 2)
+      skeys[s] = P .. 's:' .. label .. ':' .. low(sigs[s][1], k + 2)
       svals[s] = redis.call('HGET', skeys[s], sigs[s][2]) or ''
     end
   end
@@ -203,9 +203,18 @@ if content ~= '' then
     end
   end
   -- Append the handle to the lists read by the gather (unchanged since: the
-  -- value is known).
+  -- value is known), unless the list already names 8 articles
+  -- (LISTED_PER_HASH in src/index/mod.rs): a hash that many articles of one
+  -- bucket share (a boilerplate line, a viral copy) would otherwise grow a
+  -- list every check through it fetches whole, and values over 64 bytes take
+  -- the hash out of the compact listpack encoding. Later articles are still
+  -- found through the first 8; they are just not listed themselves.
   local function append(key, field, old)
-    set_field(key, field, old == '' and h or (old .. ' ' .. h), expire_at)
+    if old == '' then
+      set_field(key, field, h, expire_at)
+    elseif select(2, string.gsub(old, ' ', ' ')) < 7 then
+      set_field(key, field, old .. ' ' .. h, expire_at)
+    end
   end
   append(hkey, simdec, hval)
   append(ckey, cdec, cval)

@@ -11,6 +11,15 @@ local function top(hex, bits)
   return string.format('%0' .. math.max(1, math.ceil(bits / 4)) .. 'x', v)
 end
 
+-- The low `bits` (0-24) bits of a 32-bit hash written in hex (8 digits), as
+-- ceil(bits / 4) hex digits, at least one: how the s: hashes of a bucket are
+-- split (src/keys.rs, low_bits_hex; the indexed sketch hashes are the smallest
+-- of their sketch, so their top bits are skewed and their low bits are not).
+local function low(hex, bits)
+  local v = tonumber(hex, 16) % 2 ^ bits
+  return string.format('%0' .. math.max(1, math.ceil(bits / 4)) .. 'x', v)
+end
+
 -- The i: hash of bucket `label` (shape `bits`) that holds article `id`: split
 -- by the top bits of the SHA-1 of the id (src/keys.rs, Keys::ids).
 local function ids_key(P, label, bits, id)

@@ -310,7 +310,7 @@ async fn key_layout_is_the_documented_one() {
     assert_eq!(
         (sk.as_str(), sf.as_str()),
         (
-            format!("simdedup:{{news}}:s:{label}:aaaa").as_str(),
+            format!("simdedup:{{news}}:s:{label}:bbbb").as_str(),
             "2863315899"
         )
     );

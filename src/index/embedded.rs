@@ -7,7 +7,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
+use super::{
+    Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict, LISTED_PER_HASH,
+};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
 use crate::simhash::{blocks, hamming};
@@ -252,9 +254,15 @@ impl State {
             for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
                 self.blocks[i].entry(block).or_default().push(slot);
             }
-            self.content.entry(fp.content).or_default().push(slot);
+            // The first LISTED_PER_HASH articles of a hash only, as in Redis.
+            let list = |v: &mut Vec<u32>| {
+                if v.len() < LISTED_PER_HASH {
+                    v.push(slot);
+                }
+            };
+            list(self.content.entry(fp.content).or_default());
             for s in fp.lookup_signatures(self.lookup_signatures) {
-                self.signatures.entry(*s).or_default().push(slot);
+                list(self.signatures.entry(*s).or_default());
             }
         }
         if let Verdict::Duplicate(d) = &verdict {

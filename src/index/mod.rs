@@ -23,6 +23,18 @@ use serde::{Deserialize, Serialize};
 use crate::decision::{Match, Signal};
 use crate::fingerprint::Fingerprint;
 
+/// How many articles one content hash, SimHash or sketch hash lists (per
+/// bucket in Redis, per window in the embedded index): the first 8 to arrive.
+///
+/// Real feeds have hashes that thousands of articles share: a boilerplate
+/// clause ("…新闻客户端讯") in the sampled sketch, a viral article copied
+/// verbatim. Unbounded, each check through such a hash would fetch every
+/// article listed under it, and in Redis a list longer than 64 bytes moves its
+/// hash out of the compact listpack encoding. The first 8 are enough to find a
+/// copy: a later article is still matched through them (and through its other
+/// hashes), it is only not listed itself. `lua/commit.lua` has the same number.
+pub const LISTED_PER_HASH: usize = 8;
+
 /// An article as the index sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {

@@ -37,6 +37,7 @@ macro_rules! conformance_cases {
         $run!(empty_ids_are_refused);
         $run!(checks_report_what_they_examined);
         $run!(block_neighbours_beyond_k_need_the_sketch_index);
+        $run!(a_hash_lists_only_its_first_articles);
     };
 }
 
@@ -421,4 +422,35 @@ pub async fn block_neighbours_beyond_k_need_the_sketch_index<I: Index>(idx: &I) 
         verdict(idx, &entry("c", t, fp(S ^ 0x1f_0000, 3, &a_sketch))).await,
         dup("a", "a", 5, Signal::Sentence)
     );
+}
+
+/// A sketch hash many articles share (a boilerplate clause) lists only the
+/// first `LISTED_PER_HASH` of them, so a check fetches at most that many
+/// articles through it however common it is; the others are stored all the
+/// same. The same holds for content hashes and SimHashes.
+pub async fn a_hash_lists_only_its_first_articles<I: Index>(idx: &I) {
+    use simdedup::index::LISTED_PER_HASH;
+    let t = base();
+    let common = 7u32;
+    for i in 0..LISTED_PER_HASH as u64 + 4 {
+        // SimHashes ~32 bits apart with no 16-bit block in common, distinct
+        // contents, and a sketch whose smallest hash is the shared one: one
+        // clause of twelve in common is no duplicate at that distance.
+        let simhash = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ S;
+        let mut sk: Vec<u32> = sketch(100 + i, 11).iter().map(|h| h | 0x100).collect();
+        sk.push(common);
+        sk.sort_unstable();
+        let e = entry(&format!("a{i}"), t, fp(simhash, 1000 + i, &sk));
+        let out = insert(idx, &e).await;
+        assert_eq!(out.verdict, Verdict::Unique, "a{i}");
+        assert_eq!(
+            out.examined as usize,
+            (i as usize).min(LISTED_PER_HASH),
+            "a{i}: the articles listed under the shared hash"
+        );
+        assert_eq!(
+            idx.get(&e.id).await.unwrap().unwrap().fingerprint,
+            e.fingerprint
+        );
+    }
 }
