@@ -342,3 +342,63 @@ fn worker_processes_race_on_the_redis_index() {
         copies as usize - 1
     );
 }
+
+/// A worker configured with another bucket length than the namespace was
+/// written with exits at once with an error that says what to set, instead of
+/// filing articles into overlapping buckets (which misses duplicates silently).
+#[test]
+fn worker_refuses_a_namespace_written_with_another_bucket_length() {
+    use simdedup::decision::DecisionConfig;
+    use simdedup::index::{Index, IndexEntry, RedisIndex, RedisIndexOptions};
+    let server = RedisServer::start();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let idx = RedisIndex::connect(
+            &server.url(),
+            "buckets",
+            DecisionConfig::default(),
+            RedisIndexOptions::default(),
+        )
+        .await
+        .unwrap();
+        let fingerprint = simdedup::fingerprint::Fingerprint {
+            simhash: 0x0123_4567_89ab_cdef,
+            content: 1,
+            signatures: vec![1, 2, 3],
+            words: 40,
+        };
+        idx.check_and_insert(&IndexEntry {
+            id: "a".into(),
+            ts_ms: now_ms,
+            fingerprint,
+        })
+        .await
+        .unwrap();
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args([
+            "worker",
+            "--redis-url",
+            &server.url(),
+            "--namespace",
+            "buckets",
+        ])
+        .args(["--http-addr", ""])
+        .env_remove("SIMDEDUP_CONFIG")
+        .env("SIMDEDUP_BUCKET_HOURS", "48")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("bucket_hours") && stderr.contains("72 h") && stderr.contains("96 h"),
+        "{stderr}"
+    );
+    // With the namespace's bucket length, the same tools work.
+    let shown = simdedup(&server, &["inspect", "a", "--namespace", "buckets"]);
+    assert_eq!(shown["stored"]["id"], "a", "{shown}");
+}

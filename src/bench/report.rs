@@ -224,14 +224,27 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
             met: s.map(|s| s.memory.bytes_per_article <= 300.0),
         });
     }
+    // Judged on the steady rates (from the first output on): a worker's
+    // start-up (≈ 1 s loading its dictionaries) is the same on any index and,
+    // on runs of a few thousand articles, would squeeze the ratio towards 1.
+    // The ratio of the whole-run rates is shown in brackets.
     let s = size(report, 10_000_000);
-    let ratios: Vec<(usize, f64)> = s
+    let ratios: Vec<(usize, f64, f64)> = s
         .map(|s| {
             s.e2e
                 .iter()
                 .filter_map(|r| {
-                    let empty = e2e_rate(&report.empty, r.workers)?;
-                    Some((r.workers, r.articles_per_s / empty.max(1e-9)))
+                    let empty = report.empty.iter().find(|e| e.workers == r.workers)?;
+                    let steady = if r.steady_per_s > 0.0 && empty.steady_per_s > 0.0 {
+                        r.steady_per_s / empty.steady_per_s
+                    } else {
+                        r.articles_per_s / empty.articles_per_s.max(1e-9)
+                    };
+                    Some((
+                        r.workers,
+                        steady,
+                        r.articles_per_s / empty.articles_per_s.max(1e-9),
+                    ))
                 })
                 .collect()
         })
@@ -244,11 +257,17 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
         } else {
             ratios
                 .iter()
-                .map(|(w, r)| format!("{w} w: {:.0} %", r * 100.0))
+                .map(|(w, steady, whole)| {
+                    format!(
+                        "{w} w: {:.0} % ({:.0} % with start-up)",
+                        steady * 100.0,
+                        whole * 100.0
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         },
-        met: (!ratios.is_empty()).then(|| ratios.iter().all(|(_, r)| *r >= 0.7)),
+        met: (!ratios.is_empty()).then(|| ratios.iter().all(|(_, r, _)| *r >= 0.7)),
     });
     let corpus_note = if report.articles.starts_with("corpus") {
         ""
@@ -563,5 +582,33 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("10 M not measured"), "{md}");
+    }
+
+    #[test]
+    fn end_to_end_ratio_is_judged_on_steady_rates() {
+        let run = |workers, whole, steady| E2e {
+            steady_per_s: steady,
+            ..e2e(workers, whole)
+        };
+        let report = |filled_steady| BenchReport {
+            empty: vec![run(1, 4000.0, 6000.0)],
+            sizes: vec![SizeResult {
+                articles: 10_000_000,
+                e2e: vec![run(1, 3200.0, filled_steady)],
+                ..SizeResult::default()
+            }],
+            ..BenchReport::default()
+        };
+        let judge = |filled_steady| {
+            targets(&report(filled_steady))
+                .into_iter()
+                .find(|t| t.what.contains("70 %"))
+                .unwrap()
+        };
+        // 80 % of the whole-run rate, but 60 % of the steady one: missed.
+        let missed = judge(3600.0);
+        assert_eq!(missed.met, Some(false));
+        assert_eq!(missed.measured, "1 w: 60 % (80 % with start-up)");
+        assert_eq!(judge(4500.0).met, Some(true));
     }
 }
