@@ -226,18 +226,21 @@ async fn main() {
             }
         }
     }
+    // The index's scripts as loaded: lua/prelude.lua, then the script.
     let names = [
         (
-            redis::Script::new(include_str!("../lua/gather.lua")),
-            "gather",
-        ),
-        (
-            redis::Script::new(include_str!("../lua/commit.lua")),
+            redis::Script::new(concat!(
+                include_str!("../lua/prelude.lua"),
+                include_str!("../lua/commit.lua")
+            )),
             "commit",
         ),
         (
-            redis::Script::new(include_str!("../lua/resolve.lua")),
-            "resolve",
+            redis::Script::new(concat!(
+                include_str!("../lua/prelude.lua"),
+                include_str!("../lua/lookup.lua")
+            )),
+            "lookup",
         ),
     ];
     let keys = field(

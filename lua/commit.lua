@@ -22,15 +22,15 @@
 -- ARGV[6]  SimHash, 16 hex     ARGV[7] SimHash, signed decimal (set member)
 -- ARGV[8]  packed fingerprint  ARGV[9] meta
 -- ARGV[10] content hash, 16 hex ("" = empty fingerprint: not indexed)
--- ARGV[11] content hash, signed decimal
+-- ARGV[11] content hash as a c: field (field24 in prelude.lua)
 -- ARGV[12] root id of the cluster to link to ("" when unique)
 -- ARGV[13] shape bits for a new bucket with no older one to size it by
 -- ARGV[14] the 4 SimHash blocks (4 hex each, first block first), concatenated
--- ARGV[15] S, then S times: sketch hash (8 hex), the same in decimal
+-- ARGV[15] S, then S sketch hashes (8 hex)
 -- then     the own bucket as the gather read it: shape bits ("" when it was
---          not read: new, or a preload), h: key for the SimHash and value read,
---          c: key and value read, 4 flags ('1': block d's set was empty), S
---          times s: key and value read
+--          not read: new, or a preload), h: key, field and value read for the
+--          SimHash, c: key and value read, 4 flags ('1': block d's set was
+--          empty), S times s: key, field and value read
 -- then     B = live buckets gather.lua saw (-1: bulk preload, nothing to check),
 --          and B times: label, counter read, in range (0/1)
 --
@@ -38,43 +38,78 @@
 local P, id = ARGV[1], ARGV[2]
 local reg = KEYS[1]
 local label, start, retain = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local simhex, simdec, content, cdec = ARGV[6], ARGV[7], ARGV[10], ARGV[11]
+local simhex, simdec, content, cfield = ARGV[6], ARGV[7], ARGV[10], ARGV[11]
 local packed, root = ARGV[8], ARGV[12]
 local blocks = {}
 for d = 1, 4 do blocks[d] = string.sub(ARGV[14], 4 * d - 3, 4 * d) end
 local S = tonumber(ARGV[15])
 local sigs = {}
-for s = 1, S do sigs[s] = {ARGV[14 + 2 * s], ARGV[15 + 2 * s]} end
-local i = 16 + 2 * S
+for s = 1, S do sigs[s] = ARGV[15 + s] end
+local i = 16 + S
 
--- The own bucket's shape, h: key and value read for this SimHash, c: and s:
--- keys and values ("" when the bucket was not read).
+-- The own bucket's shape, h: key, field and value read for this SimHash, c:
+-- and s: keys (and s: fields) and values ("" when the bucket was not read).
 local k = tonumber(ARGV[i])
-local hkey, hval, ckey, cval = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-local empty = ARGV[i + 5] -- 4 flags: the block set of block d was empty ('1')
-local skeys, svals = {}, {}
-for s = 1, S do skeys[s], svals[s] = ARGV[i + 4 + 2 * s], ARGV[i + 5 + 2 * s] end
-i = i + 6 + 2 * S
+local hkey, hfield, hval = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+local ckey, cval = ARGV[i + 4], ARGV[i + 5]
+local empty = ARGV[i + 6] -- 4 flags: the block set of block d was empty ('1')
+local skeys, sfields, svals = {}, {}, {}
+for s = 1, S do
+  local at = i + 4 + 3 * s
+  skeys[s], sfields[s], svals[s] = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+end
+i = i + 7 + 3 * S
 local known = k ~= nil
 
 -- The tokens this article's gather read, as they appear in a packed
 -- fingerprint (src/index/redis/codec.rs: SimHash u64 little-endian, content
--- u64 LE, then the sorted sketch's u32 LE): the 16-bit blocks, the content
--- hash, the lookup sketch hashes.
-local mine_blocks, mine_content, mine_sigs = {}, string.sub(packed, 9, 16), {}
-for d = 1, 4 do mine_blocks[d] = string.sub(packed, 2 * d - 1, 2 * d) end
-for s = 1, S do mine_sigs[s] = string.sub(packed, 13 + 4 * s, 16 + 4 * s) end
+-- u64 LE, then the sorted sketch's u32 LE): the 16-bit blocks, the low 24
+-- bits of the content hash (what names its c: field, so an article with
+-- another content hash but the same field is a conflict too), the lookup
+-- sketch hashes. (An h: field is named by the SimHash's low 24 bits, which
+-- hold its last block.)
+local tokens = {}
+for d = 1, 4 do tokens[d] = string.sub(packed, 2 * d - 1, 2 * d) end
+if content ~= '' then tokens[#tokens + 1] = string.sub(packed, 9, 11) end
+for s = 1, S do tokens[#tokens + 1] = string.sub(packed, 13 + 4 * s, 16 + 4 * s) end
 
--- Why article `rec` (a packed fingerprint inserted since the gather) changes
--- what this check read, or nil.
-local function conflict(rec)
-  local sim = string.sub(rec, 1, 8)
-  for d = 1, 4 do
-    if string.find(sim, mine_blocks[d], 1, true) then return 'block' end
+-- Why the packed fingerprints `recs` (inserted since the gather; nil for a
+-- deleted one; Redis gives false) change what this check read, or nil: one
+-- has a block of this SimHash among its SimHash bytes, the low 24 bits of this
+-- content hash as those of its content, or a lookup sketch hash in its sketch. The records are searched as one string
+-- (one string.find per token, not one per token and record: Lua calls into C
+-- are what costs here), and each hit is placed in its record by offsets.
+local function conflict(recs)
+  local parts, ends, at = {}, {}, 0
+  for r = 1, #recs do
+    local rec = recs[r]
+    if rec then
+      parts[#parts + 1] = rec
+      at = at + #rec
+      ends[#ends + 1] = at
+    end
   end
-  if content ~= '' and string.sub(rec, 9, 16) == mine_content then return 'content' end
-  for s = 1, S do
-    if string.find(rec, mine_sigs[s], 17, true) then return 'signature' end
+  if at == 0 then return nil end
+  local all = table.concat(parts)
+  for t = 1, #tokens do
+    local token = tokens[t]
+    local from = 1
+    while true do
+      local pos = string.find(all, token, from, true)
+      if not pos then break end
+      -- The record holding the hit and the hit's offset in it (0-based).
+      local r, start = 1, 0
+      while ends[r] < pos do start = ends[r]; r = r + 1 end
+      local off = pos - 1 - start
+      if t <= 4 then
+        if off + 2 <= 8 then return 'block' end
+      elseif content ~= '' and t == 5 then
+        if off == 8 then return 'content' end
+      elseif off >= 16 and off + 4 <= ends[r] - start then
+        return 'signature'
+      end
+      from = pos + 1
+    end
   end
   return nil
 end
@@ -109,12 +144,9 @@ for b = 1, B do
         local chunk = math.floor(from / 100)
         local last = math.min(to, chunk * 100 + 99)
         local handles = {}
-        for x = from, last do handles[#handles + 1] = string.format('%d', x) end
-        local recs = redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles))
-        for r = 1, #recs do
-          local why = recs[r] and conflict(recs[r])
-          if why then return {'retry', why} end
-        end
+        for x = from, last do handles[#handles + 1] = string.format('%d', x - chunk * 100) end
+        local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)))
+        if why then return {'retry', why} end
         from = last + 1
       end
     end
@@ -145,7 +177,7 @@ if fresh then
   end
   if articles then
     k = 0
-    while k < 22 and articles > 48 * 2 ^ k do k = k + 1 end
+    while k < 22 and articles > 128 * 2 ^ k do k = k + 1 end
     -- At most one bit smaller than that bucket: it may still be filling (a
     -- backfill, feeds out of time order), and a bucket shaped far too small
     -- turns its hashes into hash tables (~3x the memory).
@@ -170,13 +202,15 @@ end
 -- empty fingerprint, a preload).
 if not k then k = tonumber(redis.call('HGET', nkey, 'k')) end
 
+-- f:, m: (and d:) entries live in chunk hn / 100 under field hn % 100.
 local chunk = string.format('%d', math.floor(hn / 100))
+local slot = string.format('%d', hn % 100)
 local ikey = ids_key(P, label, k, id)
 set_field(ikey, id, simhex .. ':' .. h, expire_at)
 local fkey = P .. 'f:' .. label .. ':' .. chunk
-redis.call('HSET', fkey, h, ARGV[8])
+redis.call('HSET', fkey, slot, ARGV[8])
 local mkey = P .. 'm:' .. label .. ':' .. chunk
-redis.call('HSET', mkey, h, ARGV[9])
+redis.call('HSET', mkey, slot, ARGV[9])
 if fresh or hn % 100 == 0 then
   redis.call('EXPIREAT', fkey, expire_at)
   redis.call('EXPIREAT', mkey, expire_at)
@@ -185,13 +219,14 @@ end
 if content ~= '' then
   if fresh or not known then
     -- Names the worker could not give (a bucket opened here, or a preload).
-    hkey = P .. 'h:' .. label .. ':' .. top(simhex, k)
+    hkey, hfield = P .. 'h:' .. label .. ':' .. top(simhex, k), field24(simhex)
     ckey = P .. 'c:' .. label .. ':' .. top(content, k)
-    hval = redis.call('HGET', hkey, simdec) or ''
-    cval = redis.call('HGET', ckey, cdec) or ''
+    hval = redis.call('HGET', hkey, hfield) or ''
+    cval = redis.call('HGET', ckey, cfield) or ''
     for s = 1, S do
-      skeys[s] = P .. 's:' .. label .. ':' .. low(sigs[s][1], k + 2)
-      svals[s] = redis.call('HGET', skeys[s], sigs[s][2]) or ''
+      skeys[s] = P .. 's:' .. label .. ':' .. low(sigs[s], k + 2)
+      sfields[s] = high(sigs[s], k + 2)
+      svals[s] = redis.call('HGET', skeys[s], sfields[s]) or ''
     end
   end
   for d = 1, 4 do
@@ -216,18 +251,18 @@ if content ~= '' then
       set_field(key, field, old .. ' ' .. h, expire_at)
     end
   end
-  append(hkey, simdec, hval)
-  append(ckey, cdec, cval)
-  for s = 1, S do append(skeys[s], sigs[s][2], svals[s]) end
+  append(hkey, hfield, hval)
+  append(ckey, cfield, cval)
+  for s = 1, S do append(skeys[s], sfields[s], svals[s]) end
 end
 
 -- Link a duplicate to its cluster's root (in the root's bucket, expiring with it).
 if root ~= '' then
-  local l, lstart, _, _, rh, rchunk = find_id(P, live, root)
+  local l, lstart, _, _, rslot, rchunk = find_id(P, live, root)
   if l then
     local dkey = P .. 'd:' .. l .. ':' .. rchunk
-    local v2 = redis.call('HGET', dkey, rh)
-    redis.call('HSET', dkey, rh, v2 and (v2 .. ' ' .. label .. ':' .. h) or (label .. ':' .. h))
+    local v2 = redis.call('HGET', dkey, rslot)
+    redis.call('HSET', dkey, rslot, v2 and (v2 .. ' ' .. label .. ':' .. h) or (label .. ':' .. h))
     redis.call('EXPIREAT', dkey, math.ceil((tonumber(lstart) + retain) / 1000))
   end
 end

@@ -5,10 +5,10 @@
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
 local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local label, _, ikey, _, h, chunk = find_id(P, live, id)
+local label, _, ikey, _, slot, chunk = find_id(P, live, id)
 if not label then return 0 end
 redis.call('HDEL', ikey, id)
 for _, family in ipairs({'f', 'm', 'd'}) do
-  redis.call('HDEL', P .. family .. ':' .. label .. ':' .. chunk, h)
+  redis.call('HDEL', P .. family .. ':' .. label .. ':' .. chunk, slot)
 end
 return 1

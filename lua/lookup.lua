@@ -3,10 +3,10 @@
 -- Returns {} or {label, bucket start ms, ids-value, fingerprint, meta, links}.
 local P, id = ARGV[1], ARGV[2]
 local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local label, start, _, v, h, chunk = find_id(P, live, id)
+local label, start, _, v, slot, chunk = find_id(P, live, id)
 if not label then return {} end
 local function at(family) return P .. family .. ':' .. label .. ':' .. chunk end
 return {label, start, v,
-  redis.call('HGET', at('f'), h) or '',
-  redis.call('HGET', at('m'), h) or '',
-  redis.call('HGET', at('d'), h) or ''}
+  redis.call('HGET', at('f'), slot) or '',
+  redis.call('HGET', at('m'), slot) or '',
+  redis.call('HGET', at('d'), slot) or ''}

@@ -20,6 +20,24 @@ local function low(hex, bits)
   return string.format('%0' .. math.max(1, math.ceil(bits / 4)) .. 'x', v)
 end
 
+-- The field naming a SimHash or content hash (16 hex) in an h: or c: hash:
+-- its low 24 bits as a signed 24-bit decimal, which Redis stores in 4 bytes
+-- (a whole 64-bit hash takes 9). The key holds the top bits, so two hashes
+-- share a field only if they agree on both; lists are candidates, checked
+-- against the packed fingerprints, so such a rare pair costs a candidate,
+-- never a wrong verdict (src/keys.rs, list_field).
+local function field24(hex)
+  local v = tonumber(string.sub(hex, -6), 16)
+  if v >= 8388608 then v = v - 16777216 end
+  return string.format('%d', v)
+end
+
+-- A 32-bit hash (8 hex) without its low `bits` bits, in decimal: its field in
+-- the s: hash its low bits name (src/keys.rs, Keys::signature).
+local function high(hex, bits)
+  return string.format('%d', math.floor(tonumber(hex, 16) / 2 ^ bits))
+end
+
 -- The i: hash of bucket `label` (shape `bits`) that holds article `id`: split
 -- by the top bits of the SHA-1 of the id (src/keys.rs, Keys::ids).
 local function ids_key(P, label, bits, id)
@@ -28,7 +46,9 @@ end
 
 -- Where article `id` is stored, among the live buckets `live` (ZRANGE
 -- WITHSCORES of the registry): label, bucket start, its i: key, the i: value
--- (`<simhash hex>:<handle>`), handle and chunk; nil when it is not stored.
+-- (`<simhash hex>:<handle>`), and where its f:, m:, d: entries are: the field
+-- (the handle's last two digits) and the chunk (the handle without them); nil
+-- when it is not stored.
 local function find_id(P, live, id)
   for b = 1, #live, 2 do
     local label = live[b]
@@ -38,31 +58,11 @@ local function find_id(P, live, id)
       local v = redis.call('HGET', ikey, id)
       if v then
         local h = tonumber(string.sub(v, 18))
-        return label, live[b + 1], ikey, v, h, math.floor(h / 100)
+        return label, live[b + 1], ikey, v, h % 100, math.floor(h / 100)
       end
     end
   end
   return nil
-end
-
--- The candidates behind a list of handles `list` ("3 17 42") of bucket
--- `label`, appended to `cands` as handle, packed fingerprint, meta; `seen`
--- (handle -> true) skips handles already added. A deleted article leaves its
--- handle in the lists (a tombstone) but not in f:, so it is skipped.
-local function add_candidates(P, label, list, cands, seen)
-  for h in string.gmatch(list, '%d+') do
-    if not seen[h] then
-      seen[h] = true
-      local chunk = string.sub(h, 1, -3)
-      if chunk == '' then chunk = '0' end
-      local fp = redis.call('HGET', P .. 'f:' .. label .. ':' .. chunk, h)
-      if fp then
-        cands[#cands + 1] = h
-        cands[#cands + 1] = fp
-        cands[#cands + 1] = redis.call('HGET', P .. 'm:' .. label .. ':' .. chunk, h) or ''
-      end
-    end
-  end
 end
 
 -- HSET `field` = `value` in hash `key`, giving the key its expiry when this
@@ -78,10 +78,10 @@ end
 
 -- The block set of bucket `label` (shape `bits`) for block number `d` (1-4)
 -- with value `hex` (4 hex digits): shared by the four block positions in small
--- buckets, one per position from 16 shape bits (about 1.5 M articles) up, where
+-- buckets, one per position from 15 shape bits (over 2 M articles) up, where
 -- the extra keys cost little and a check reads 4x fewer members (src/keys.rs,
 -- Keys::block).
 local function block_key(P, label, bits, d, hex)
-  if bits >= 16 then return P .. 'b:' .. label .. ':' .. (d - 1) .. ':' .. hex end
+  if bits >= 15 then return P .. 'b:' .. label .. ':' .. (d - 1) .. ':' .. hex end
   return P .. 'b:' .. label .. ':' .. hex
 end

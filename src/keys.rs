@@ -66,7 +66,10 @@ impl Keys {
         )
     }
 
-    /// HASH handle → packed fingerprint, for handles `100·c … 100·c+99`.
+    /// HASH of the packed fingerprints of handles `100·c … 100·c+99`, under
+    /// field [`slot`]`(handle)`: the key is the handle without its last two
+    /// decimal digits, the field those two digits (a small field is a 2-byte
+    /// listpack integer where the whole handle takes up to 5).
     pub fn fingerprints(&self, label: &str, handle: u64) -> String {
         format!("{}f:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
@@ -99,7 +102,8 @@ impl Keys {
     }
 
     /// (HASH key, field) listing the handles of the articles whose SimHash is
-    /// `simhash`; the field is the block sets' member for it.
+    /// `simhash`: the key is named by its top `bits` bits, the field is its
+    /// [`list_field`] (low 24 bits).
     pub fn simhashes(&self, label: &str, bits: u32, simhash: u64) -> (String, String) {
         (
             format!(
@@ -107,15 +111,16 @@ impl Keys {
                 self.prefix,
                 top_bits_hex(simhash, 64, bits)
             ),
-            (simhash as i64).to_string(),
+            list_field(simhash),
         )
     }
 
-    /// (HASH key, field) listing the handles of the articles with content hash `hash`.
+    /// (HASH key, field) listing the handles of the articles with content hash
+    /// `hash`, named like [`Keys::simhashes`].
     pub fn content(&self, label: &str, bits: u32, hash: u64) -> (String, String) {
         (
             format!("{}c:{label}:{}", self.prefix, top_bits_hex(hash, 64, bits)),
-            (hash as i64).to_string(),
+            list_field(hash),
         )
     }
 
@@ -128,16 +133,39 @@ impl Keys {
     /// the lowest 1/16 of the range) and keys named by them would be ~5× fuller
     /// than average at the low end, where most lookups go: ~5× longer listpack
     /// scans per `HGET`. Their low bits are uniform.
+    ///
+    /// The field is the rest of the hash, its bits above those that name the
+    /// key (a small number, which Redis stores in 2–4 bytes instead of 5–9).
     pub fn signature(&self, label: &str, bits: u32, hash: u32) -> (String, String) {
+        let low = bits + SIGNATURE_EXTRA_BITS;
         (
             format!(
                 "{}s:{label}:{}",
                 self.prefix,
-                low_bits_hex(u64::from(hash), bits + SIGNATURE_EXTRA_BITS)
+                low_bits_hex(u64::from(hash), low)
             ),
-            hash.to_string(),
+            (u64::from(hash) >> low).to_string(),
         )
     }
+}
+
+/// The field naming a SimHash or content hash in its `h:`/`c:` hash: the low 24
+/// bits as a signed 24-bit decimal (`-8388608 ..= 8388607`), which Redis keeps
+/// as a 4-byte listpack integer where the whole 64-bit hash takes 9. The key
+/// is named by the top bits, so two hashes share a field only if they agree on
+/// both (in about one key in 2,000); a list names candidates, which are
+/// compared by their packed fingerprints, so such a pair costs a candidate,
+/// never a wrong verdict. `lua/prelude.lua`'s `field24` computes the same.
+pub fn list_field(hash: u64) -> String {
+    let low = (hash & 0xff_ffff) as i64;
+    let signed = if low >= 1 << 23 { low - (1 << 24) } else { low };
+    signed.to_string()
+}
+
+/// The field of `handle` in its `f:`/`m:`/`d:` chunk: its last two decimal
+/// digits (`lua/prelude.lua`'s `find_id` computes the same).
+pub fn slot(handle: u64) -> u64 {
+    handle % HANDLES_PER_CHUNK
 }
 
 /// Handles per fingerprint/meta/link hash: small enough that each hash stays in
@@ -146,17 +174,20 @@ impl Keys {
 /// a person can find a handle's hash by dropping its last two digits.
 pub const HANDLES_PER_CHUNK: u64 = 100;
 
-/// Articles per `h:`/`c:` key a bucket's shape aims at (and per `s:` key, which
-/// gets [`SIGNATURE_EXTRA_BITS`] more bits for its 4 entries per article): a
-/// lookup scans its listpack linearly, so short lists keep `HGET` cheap, and
-/// well under `hash-max-listpack-entries` (512 by default, 128 where tuned
-/// down), so the hashes stay listpacks even if a bucket gets 2.5 times the
-/// articles it was shaped for.
-pub const ARTICLES_PER_KEY: u64 = 48;
+/// Articles per `i:`/`h:`/`c:` key a bucket's shape aims at (and per `s:` key,
+/// which gets [`SIGNATURE_EXTRA_BITS`] more bits for its 4 entries per
+/// article); a key holds between half and all of it. Each key costs Redis
+/// ≈ 130 bytes of its own (dict entries, name, expiry), so fewer, fuller keys
+/// save memory (128 instead of 48: ≈ 17 B per article at 1 M), while a lookup scans the
+/// listpack linearly, so longer ones cost a little CPU per `HGET`. Well under
+/// `hash-max-listpack-entries` (512 by default), so the hashes stay listpacks
+/// even if a bucket gets 2.5 times the articles it was shaped for; a server
+/// tuned below 256 gets a warning at connect.
+pub const ARTICLES_PER_KEY: u64 = 128;
 
-/// Buckets of this shape or more (about 1.5 M articles: `48 · 2^15`) have one
-/// block set per block position, see [`Keys::block`].
-pub const POSITIONAL_BLOCK_BITS: u32 = 16;
+/// Buckets of this shape or more (sized for more than about 2 M articles:
+/// `128 · 2^14`) have one block set per block position, see [`Keys::block`].
+pub const POSITIONAL_BLOCK_BITS: u32 = 15;
 
 /// `s:` keys are split `2^SIGNATURE_EXTRA_BITS` times finer than `h:`/`c:` keys.
 pub const SIGNATURE_EXTRA_BITS: u32 = 2;
@@ -308,13 +339,15 @@ mod tests {
         assert_eq!(k.fingerprints("L", 12_345), "simdedup:{news}:f:L:123");
         assert_eq!(k.metas("L", 99), "simdedup:{news}:m:L:0");
         assert_eq!(k.links("L", 100), "simdedup:{news}:d:L:1");
+        assert_eq!((slot(12_345), slot(99), slot(100)), (45, 99, 0));
         assert_eq!(k.block("L", 14, 2, 0xab), "simdedup:{news}:b:L:00ab");
-        assert_eq!(k.block("L", 16, 2, 0xab), "simdedup:{news}:b:L:2:00ab");
+        assert_eq!(k.block("L", 15, 2, 0xab), "simdedup:{news}:b:L:2:00ab");
         assert_eq!(
             k.simhashes("L", 13, 0x0123_4567_89ab_cdef),
             (
                 "simdedup:{news}:h:L:0024".into(),
-                "81985529216486895".into()
+                // The low 24 bits, 0xabcdef, as a signed 24-bit number.
+                (0xab_cdef - (1 << 24)).to_string()
             )
         );
         assert_eq!(
@@ -323,16 +356,16 @@ mod tests {
         );
         assert_eq!(
             k.signature("L", 6, 0xaaaa_bbbb),
-            ("simdedup:{news}:s:L:bb".into(), "2863315899".into())
+            ("simdedup:{news}:s:L:bb".into(), 0xaa_aabb.to_string())
         );
     }
 
     #[test]
     fn shapes_keep_keys_small() {
         assert_eq!(shape_bits(0), 0);
-        assert_eq!(shape_bits(48), 0);
-        assert_eq!(shape_bits(49), 1);
-        assert_eq!(shape_bits(500_000), 14);
+        assert_eq!(shape_bits(128), 0);
+        assert_eq!(shape_bits(129), 1);
+        assert_eq!(shape_bits(500_000), 12);
         assert_eq!(shape_bits(u64::MAX), MAX_SHAPE_BITS);
         for n in [1_000u64, 77_777, 500_000, 5_000_000] {
             let per_key = n as f64 / (1u64 << shape_bits(n)) as f64;

@@ -32,7 +32,7 @@ macro_rules! run {
 
 conformance_cases!(run);
 
-/// Options shaping a namespace's buckets for 10 M articles per window (shape 17
+/// Options shaping a namespace's buckets for 10 M articles per window (shape 16
 /// bits): one block set per block position (`b:L:P:XXXX`) instead of sets shared
 /// by the four positions.
 fn large_buckets() -> RedisIndexOptions {
@@ -189,12 +189,12 @@ async fn a_new_bucket_is_at_most_one_shape_bit_smaller() {
         .await
         .unwrap();
     // The first bucket: shaped for expected_articles (1 M per 48 h window).
-    assert_eq!(shape(&idx_label(&idx, yesterday)), "14");
-    // One article in it would shape the next for 48 (k = 0): 13 instead.
+    assert_eq!(shape(&idx_label(&idx, yesterday)), "12");
+    // One article in it would shape the next for 128 (k = 0): 11 instead.
     idx.check_and_insert(&entry("new", t, fp(!S, 2, &sketch(2, 12))))
         .await
         .unwrap();
-    assert_eq!(shape(&idx_label(&idx, t)), "13");
+    assert_eq!(shape(&idx_label(&idx, t)), "11");
 }
 
 #[tokio::test]
@@ -245,14 +245,14 @@ async fn key_layout_is_the_documented_one() {
     assert_eq!(
         s(q(
             &mut c,
-            &["HGET", &k.ids(&label, 14, "article-1"), "article-1"]
+            &["HGET", &k.ids(&label, 12, "article-1"), "article-1"]
         )),
         "0123456789abcdef:1"
     );
-    // As docs/redis-keys.md computes the name: the top 14 bits of the id's SHA-1.
+    // As docs/redis-keys.md computes the name: the top 12 bits of the id's SHA-1.
     assert_eq!(
-        k.ids(&label, 14, "article-1"),
-        format!("simdedup:{{news}}:i:{label}:225f")
+        k.ids(&label, 12, "article-1"),
+        format!("simdedup:{{news}}:i:{label}:897")
     );
     // The bucket's counter and shape: a first bucket is shaped for
     // expected_articles (1 M per 48 h window, so 500,000 per 24 h bucket).
@@ -260,7 +260,7 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.counter(&label), "k"])),
         simdedup::keys::shape_bits(500_000).to_string()
     );
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "k"])), "14");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "k"])), "12");
     assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "n"])), "2");
     // And how long its keys live after it starts: 24 h bucket + 48 h window.
     assert_eq!(
@@ -269,22 +269,23 @@ async fn key_layout_is_the_documented_one() {
     );
     // Block sets hold SimHashes as signed decimals.
     let members: Vec<String> =
-        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 14, 0, 0x0123)])).unwrap();
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 0, 0x0123)])).unwrap();
     assert_eq!(members, vec!["81985529216486894", "81985529216486895"]);
     assert_eq!(
-        k.block(&label, 14, 0, 0x0123),
+        k.block(&label, 12, 0, 0x0123),
         format!("simdedup:{{news}}:b:{label}:0123")
     );
     let members: Vec<String> =
-        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 14, 3, 0xcdef)])).unwrap();
+        redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 3, 0xcdef)])).unwrap();
     assert_eq!(members, vec!["81985529216486895"]);
     // A member to its handles (one HGET), handles to ids and verdicts.
-    let (hk, hf) = k.simhashes(&label, 14, 0x0123_4567_89ab_cdef);
+    let (hk, hf) = k.simhashes(&label, 12, 0x0123_4567_89ab_cdef);
     assert_eq!(
         (hk.as_str(), hf.as_str()),
         (
-            format!("simdedup:{{news}}:h:{label}:0048").as_str(),
-            "81985529216486895"
+            format!("simdedup:{{news}}:h:{label}:012").as_str(),
+            // The low 24 bits, 0xabcdef, as a signed 24-bit number.
+            "-5517841"
         )
     );
     assert_eq!(s(q(&mut c, &["HGET", &hk, &hf])), "1");
@@ -297,21 +298,19 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.metas(&label, 2), "2"])),
         format!("{offset}|40|d|1|h|9|article-1article-2")
     );
-    let (ck, cf) = k.content(&label, 14, 0xfeed);
+    let (ck, cf) = k.content(&label, 12, 0xfeed);
     assert_eq!(
         (ck.as_str(), cf.as_str()),
-        (
-            format!("simdedup:{{news}}:c:{label}:0000").as_str(),
-            "65261"
-        )
+        (format!("simdedup:{{news}}:c:{label}:000").as_str(), "65261")
     );
     assert_eq!(s(q(&mut c, &["HGET", &ck, &cf])), "1");
-    let (sk, sf) = k.signature(&label, 14, 0xaaaa_bbbb);
+    let (sk, sf) = k.signature(&label, 12, 0xaaaa_bbbb);
     assert_eq!(
         (sk.as_str(), sf.as_str()),
         (
-            format!("simdedup:{{news}}:s:{label}:bbbb").as_str(),
-            "2863315899"
+            // Named by the low 14 bits, 0x3bbb; the field is the rest.
+            format!("simdedup:{{news}}:s:{label}:3bbb").as_str(),
+            "174762"
         )
     );
     assert_eq!(s(q(&mut c, &["HGET", &sk, &sf])), "1");

@@ -8,13 +8,16 @@
 //! - Articles live in **time buckets** (default 24 h, by the article's own
 //!   timestamp). Every key of a bucket expires at bucket end + window, so nothing
 //!   outlives window + one bucket, and no key is written forever.
-//! - Inside a bucket an article gets a small integer **handle**; block sets and
-//!   signature fields hold handles (compact intsets/listpacks), `i:` maps id →
-//!   SimHash + handle, `f:`/`m:` map handle → packed fingerprint / id + verdict.
-//! - A check is **optimistic**: `gather.lua` returns every candidate (and the
-//!   versions of what it read) in one atomic read; Rust computes distances and
-//!   calls [`decide`]; `commit.lua` records the article only if nothing read has
-//!   changed, otherwise the check is redone. Redis never scans or popcounts.
+//! - Inside a bucket an article gets a small integer **handle**; block sets hold
+//!   SimHashes (intsets), the `h:`/`c:`/`s:` lists handles (listpacks), `i:`
+//!   maps id → SimHash + handle, `f:`/`m:` map handle → packed fingerprint /
+//!   id + verdict.
+//! - A check is **optimistic**: plain pipelined reads (the counters first, then
+//!   the id, lists and block sets; then the articles they name) give every
+//!   candidate; Rust computes distances and calls [`decide`]; `commit.lua`
+//!   records the article only if nothing inserted since the counters were read
+//!   changes what was read, otherwise the check is redone. Redis never scans
+//!   or popcounts, and runs a script only to commit.
 //!
 //! Scripts are sent with EVALSHA and reloaded on `NOSCRIPT` by [`redis::Script`].
 
@@ -36,7 +39,7 @@ use self::conn::Conn;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
-use crate::keys::{bucket_label, shape_bits, validate_namespace, Keys};
+use crate::keys::{bucket_label, list_field, shape_bits, slot, validate_namespace, Keys};
 use crate::simhash::hamming;
 
 /// An index script: `lua/prelude.lua` (helpers the scripts share) followed by
@@ -52,9 +55,7 @@ macro_rules! index_script {
     };
 }
 
-static GATHER: LazyLock<Script> = index_script!("gather.lua");
 static COMMIT: LazyLock<Script> = index_script!("commit.lua");
-static RESOLVE: LazyLock<Script> = index_script!("resolve.lua");
 static LOOKUP: LazyLock<Script> = index_script!("lookup.lua");
 static DELETE: LazyLock<Script> = index_script!("delete.lua");
 
@@ -126,9 +127,10 @@ struct Inner {
     max_attempts: u32,
     /// Shape bits of a bucket with no older bucket to size it by.
     default_shape: u32,
-    /// Shapes of the buckets seen so far (label → (start, bits)); a bucket's
-    /// shape never changes, so the key names are computed here, not in Lua.
-    shapes: Mutex<HashMap<String, (i64, u32)>>,
+    /// Shapes of the live buckets (label → (start, bits; `None` for a bucket
+    /// still listed whose counter hash has expired)); a bucket's shape never
+    /// changes, so key names are computed here, not in Lua.
+    shapes: Mutex<HashMap<String, (i64, Option<u32>)>>,
 }
 
 impl std::fmt::Debug for RedisIndex {
@@ -259,12 +261,29 @@ impl RedisIndex {
         )
         .await?;
         let mut probe = conn.clone();
-        match probe.maxmemory_policy(keys.prefix()).await {
+        match probe.config_get(keys.prefix(), "maxmemory-policy").await {
             Ok(policy) => judge_policy(&policy, options.allow_eviction)?,
             Err(e) => tracing::warn!(
                 error = %e,
                 "cannot read maxmemory-policy (CONFIG disabled or denied?); make sure it is noeviction"
             ),
+        }
+        // Index hashes hold up to 2 × ARTICLES_PER_KEY fields; above
+        // hash-max-listpack-entries Redis turns them into hash tables (~3× the
+        // memory). Not an error: verdicts are unaffected.
+        if let Ok(Ok(entries)) = probe
+            .config_get(keys.prefix(), "hash-max-listpack-entries")
+            .await
+            .map(|v| v.parse::<u64>())
+        {
+            if entries < 2 * crate::keys::ARTICLES_PER_KEY + crate::keys::ARTICLES_PER_KEY / 2 {
+                tracing::warn!(
+                    entries,
+                    "hash-max-listpack-entries is low: index hashes of up to {} fields will become \
+                     hash tables and take about 3x the memory; the default, 512, is right",
+                    2 * crate::keys::ARTICLES_PER_KEY
+                );
+            }
         }
         let index_retention_ms = bucket_ms + config.window_ms;
         check_retention(&mut probe, &keys, namespace, index_retention_ms).await?;
@@ -384,22 +403,65 @@ impl RedisIndex {
         })
     }
 
-    /// Bucket shapes known for the probed range: (label, bits).
-    fn known_shapes(&self, probe: &Probe) -> Vec<(String, u32)> {
-        let mut shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
-        // Forget buckets long gone (a bucket is never re-created once expired).
-        let window = i64::try_from(self.inner.config.window_ms).unwrap_or(i64::MAX);
-        let horizon = probe
-            .lo
-            .saturating_sub(window.saturating_add(self.inner.bucket_ms));
-        shapes.retain(|_, (start, _)| *start >= horizon);
-        shapes
+    /// The shapes of the buckets last seen live: (label, start, bits), `bits`
+    /// `None` for a bucket still listed whose counter hash has expired.
+    fn cached_shapes(&self) -> Vec<(String, i64, Option<u32>)> {
+        let shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<_> = shapes
             .iter()
-            .filter(|(_, (start, _))| (probe.lo..=probe.hi).contains(start))
-            .map(|(label, (_, bits))| (label.clone(), *bits))
-            .collect()
+            .map(|(label, (start, bits))| (label.clone(), *start, *bits))
+            .collect();
+        v.sort_unstable_by_key(|(_, start, _)| *start);
+        v
     }
 
+    /// Keep the shapes of the `live` buckets only, and learn those of live
+    /// buckets not seen before (`n:L` field `k`; a bucket's shape never changes).
+    async fn learn_shapes(
+        &self,
+        conn: &mut Conn,
+        live: &[(String, i64)],
+    ) -> Result<(), IndexError> {
+        let unknown: Vec<&(String, i64)> = {
+            let shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
+            live.iter()
+                .filter(|(label, _)| !shapes.contains_key(label))
+                .collect()
+        };
+        let mut learned = Vec::with_capacity(unknown.len());
+        if !unknown.is_empty() {
+            let mut pipe = ::redis::pipe();
+            for (label, _) in &unknown {
+                pipe.cmd("HGET")
+                    .arg(self.inner.keys.counter(label))
+                    .arg("k");
+            }
+            let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
+            for ((label, start), bits) in unknown.into_iter().zip(replies) {
+                let bits = match bits {
+                    Value::Nil => None,
+                    v => Some(
+                        u32::try_from(int(Some(v))?)
+                            .map_err(|_| bad_reply(&format!("shape of bucket {label}")))?,
+                    ),
+                };
+                learned.push((label.clone(), (*start, bits)));
+            }
+        }
+        let mut shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
+        shapes.retain(|label, _| live.iter().any(|(l, _)| l == label));
+        shapes.extend(learned);
+        Ok(())
+    }
+
+    /// The first round trip of a check, plain pipelined commands (a command
+    /// run from a Lua script costs Redis about twice as much: `docs/design.md`):
+    /// the live buckets, each one's counter and the id in it, then, in each
+    /// bucket that can hold a match, the content list, the sketch lists and the
+    /// block sets. The counters come first, so every list and set read reflects
+    /// at least the inserts they count; commit.lua validates the rest. Key names
+    /// come from the cached bucket shapes; a live bucket not cached yet costs
+    /// one more round trip to learn its shape, then the gather is redone.
     async fn gather(
         &self,
         conn: &mut Conn,
@@ -407,61 +469,107 @@ impl RedisIndex {
         probe: &Probe,
     ) -> Result<Gathered, IndexError> {
         let keys = &self.inner.keys;
+        let fp = &entry.fingerprint;
         for _ in 0..3 {
-            let known = self.known_shapes(probe);
-            let mut inv = GATHER.key(keys.buckets());
-            inv.arg(keys.prefix())
-                .arg(&entry.id)
-                .arg(probe.lo)
-                .arg(probe.hi)
-                .arg(&probe.label)
-                .arg(&probe.content_dec)
-                .arg(probe.blocks.len());
-            for b in &probe.blocks {
-                inv.arg(b);
+            let cached = self.cached_shapes();
+            // The shape of a bucket to probe, None when it cannot hold a match.
+            let probed = |start: i64, bits: Option<u32>| {
+                bits.filter(|_| !fp.is_empty() && (probe.lo..=probe.hi).contains(&start))
+            };
+            let mut pipe = ::redis::pipe();
+            pipe.cmd("ZRANGE")
+                .arg(keys.buckets())
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES");
+            for (label, _, _) in &cached {
+                pipe.cmd("HGET").arg(keys.counter(label)).arg("n");
             }
-            inv.arg(probe.signatures.len());
-            for s in &probe.signatures {
-                inv.arg(s.to_string());
-            }
-            inv.arg(known.len());
-            for (label, bits) in &known {
-                inv.arg(label)
-                    .arg(keys.content(label, *bits, probe.content).0);
-                for s in &probe.signatures {
-                    inv.arg(keys.signature(label, *bits, *s).0);
+            for (label, _, bits) in &cached {
+                if let Some(bits) = bits {
+                    pipe.cmd("HGET")
+                        .arg(keys.ids(label, *bits, &entry.id))
+                        .arg(&entry.id);
                 }
             }
-            // The block sets, read after the script (so after the counters) in
-            // the same round trip, by plain commands.
-            let mut pipe = ::redis::pipe();
-            pipe.invoke_script(&inv);
-            let mut asked: Vec<(&str, BlockSets)> = Vec::new();
-            for (label, bits) in &known {
-                let sets = BlockSets::new(probe, *bits);
-                for name in sets.names(keys, label, probe) {
+            for (label, start, bits) in &cached {
+                let Some(bits) = probed(*start, *bits) else {
+                    continue;
+                };
+                let (key, field) = keys.content(label, bits, probe.content);
+                pipe.cmd("HGET").arg(key).arg(field);
+                if *label == probe.label {
+                    // The own SimHash's h: list, which the commit appends to.
+                    let (key, field) = keys.simhashes(label, bits, fp.simhash);
+                    pipe.cmd("HGET").arg(key).arg(field);
+                }
+                for s in &probe.signatures {
+                    let (key, field) = keys.signature(label, bits, *s);
+                    pipe.cmd("HGET").arg(key).arg(field);
+                }
+                for name in BlockSets::new(probe, bits).names(keys, label, probe) {
                     pipe.cmd("SMEMBERS").arg(name);
                 }
-                asked.push((label, sets));
             }
-            let replies: Vec<Value> = match pipe.query_async(conn).await {
-                Err(e)
-                    if e.kind()
-                        == ::redis::ErrorKind::Server(::redis::ServerErrorKind::NoScript) =>
-                {
-                    GATHER.load_async(conn).await.map_err(backend)?;
-                    pipe.query_async(conn).await.map_err(backend)?
+            let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
+            let mut it = replies.into_iter();
+            let live = parse_live(it.next())?;
+            if live
+                .iter()
+                .any(|(label, _)| !cached.iter().any(|(l, _, _)| l == label))
+            {
+                self.learn_shapes(conn, &live).await?;
+                continue;
+            }
+            if cached.len() != live.len() {
+                self.learn_shapes(conn, &live).await?;
+            }
+
+            let mut read: HashMap<&str, BucketSnap> = HashMap::with_capacity(cached.len());
+            for (label, start, _) in &cached {
+                read.insert(
+                    label,
+                    BucketSnap {
+                        label: label.clone(),
+                        start: *start,
+                        counter: string(it.next())?,
+                        bits: None,
+                        in_range: false,
+                        members: Vec::new(),
+                        empty_sets: String::new(),
+                        content_value: Vec::new(),
+                        signature_values: Vec::new(),
+                        resolved: Vec::new(),
+                        cands: Vec::new(),
+                    },
+                );
+            }
+            let mut stored: HashMap<&str, Vec<u8>> = HashMap::new();
+            for (label, _, bits) in &cached {
+                if bits.is_some() {
+                    let v = bytes(it.next())?;
+                    if !v.is_empty() {
+                        stored.insert(label, v);
+                    }
                 }
-                r => r.map_err(backend)?,
-            };
-            let mut replies = replies.into_iter();
-            let reply = replies.next().unwrap_or(Value::Nil);
-            let mut block_members: HashMap<&str, (Vec<Vec<u64>>, String)> = HashMap::new();
-            for (label, sets) in asked {
-                let mut members = Vec::with_capacity(sets.count);
+            }
+            for (label, start, bits) in &cached {
+                let Some(bits) = probed(*start, *bits) else {
+                    continue;
+                };
+                let b = read.get_mut(label.as_str()).expect("every cached bucket");
+                b.content_value = bytes(it.next())?;
+                if *label == probe.label {
+                    let (key, field) = keys.simhashes(label, bits, fp.simhash);
+                    b.resolved.push((key, field, bytes(it.next())?));
+                }
+                for _ in &probe.signatures {
+                    b.signature_values.push(bytes(it.next())?);
+                }
+                let sets = BlockSets::new(probe, bits);
                 for _ in 0..sets.count {
-                    members.push(
-                        array(replies.next().unwrap_or(Value::Nil))?
+                    b.members.push(
+                        array(it.next().unwrap_or(Value::Nil))?
                             .into_iter()
                             .map(|m| {
                                 parse_simhash_member(&bytes(Some(m))?).ok_or_else(|| {
@@ -471,75 +579,164 @@ impl RedisIndex {
                             .collect::<Result<Vec<u64>, _>>()?,
                     );
                 }
-                let empty = sets.empty_flags(probe, &members);
-                block_members.insert(label, (members, empty));
+                b.empty_sets = sets.empty_flags(probe, &b.members);
+                b.in_range = !b.counter.is_empty();
+                b.bits = Some(bits);
             }
-            let mut it = array(reply)?.into_iter();
-            let kind = string(it.next())?;
-            if kind == "replay" {
-                let rest: Vec<Value> = it.collect();
-                return Ok(Gathered::Replay(parse_stored(&entry.id, rest)?));
+            // Already stored (a redelivery): its verdict, from the first live
+            // bucket that has it.
+            if let Some((label, start, value)) = live
+                .iter()
+                .find_map(|(l, s)| stored.remove(l.as_str()).map(|v| (l, *s, v)))
+            {
+                return self
+                    .fetch_stored(conn, &entry.id, label, start, value)
+                    .await
+                    .map(Gathered::Replay);
             }
-            if kind == "shape" {
-                let mut learned = Vec::new();
-                while let (Some(label), Some(bits)) = (it.next(), it.next()) {
-                    learned.push((string(Some(label))?, int(Some(bits))? as u32));
-                }
-                let mut shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
-                for (label, bits) in learned {
-                    let start = crate::keys::bucket_start_of(&label)
-                        .ok_or_else(|| bad_reply(&format!("bucket label {label:?}")))?;
-                    shapes.insert(label, (start, bits));
-                }
-                continue;
-            }
-            let n = int(it.next())? as usize;
-            let mut buckets = Vec::with_capacity(n);
-            for _ in 0..n {
-                let label = string(it.next())?;
-                let start = int(it.next())?;
-                let counter = string(it.next())?;
-                let in_range = int(it.next())? == 1;
-                let (members, empty_sets) =
-                    block_members.remove(label.as_str()).unwrap_or_default();
-                let content_value = bytes(it.next())?;
-                let signature_values = array(it.next().unwrap_or(Value::Nil))?
-                    .into_iter()
-                    .map(|v| bytes(Some(v)))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let mut cands = Vec::new();
-                parse_cands(
-                    &label,
-                    start,
-                    array(it.next().unwrap_or(Value::Nil))?,
-                    &mut cands,
-                )?;
-                let bits = in_range
-                    .then(|| known.iter().find(|(l, _)| *l == label).map(|(_, b)| *b))
-                    .flatten();
-                buckets.push(BucketSnap {
-                    in_range: in_range && bits.is_some(),
-                    bits,
-                    label,
-                    start,
-                    counter,
-                    members,
-                    empty_sets,
-                    content_value,
-                    signature_values,
-                    resolved: Vec::new(),
-                    cands,
-                });
-            }
+            let buckets = live
+                .iter()
+                .map(|(label, _)| {
+                    read.remove(label.as_str())
+                        .expect("every live bucket is cached")
+                })
+                .collect();
             return Ok(Gathered::Snapshot(Snapshot { buckets }));
         }
         Err(bad_reply("bucket shapes keep changing"))
     }
 
-    /// Compute distances and decide, exactly as the embedded index does. Block
-    /// set members within `max_distance` are resolved to their articles with one
-    /// more round trip (resolve.lua); content and signature candidates came with
-    /// the gather.
+    /// The stored article behind `i:` value `value` of bucket `label`.
+    async fn fetch_stored(
+        &self,
+        conn: &mut Conn,
+        id: &str,
+        label: &str,
+        start: i64,
+        value: Vec<u8>,
+    ) -> Result<Stored, IndexError> {
+        let keys = &self.inner.keys;
+        let (_, handle) = decode_id_value(&value).map_err(|reason| IndexError::Corrupt {
+            id: id.to_owned(),
+            reason,
+        })?;
+        let mut pipe = ::redis::pipe();
+        pipe.cmd("HGET")
+            .arg(keys.fingerprints(label, handle))
+            .arg(slot(handle));
+        pipe.cmd("HGET")
+            .arg(keys.metas(label, handle))
+            .arg(slot(handle));
+        let mut v: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
+        v.splice(
+            0..0,
+            [
+                Value::BulkString(label.as_bytes().to_vec()),
+                Value::Int(start),
+                Value::BulkString(value),
+            ],
+        );
+        parse_stored(id, v)
+    }
+
+    /// The articles behind what the gather read, by plain pipelined `HGET`s:
+    /// the handles listed under the content and sketch hashes, and the block
+    /// set members within `max_distance` (their `h:` lists, then the articles
+    /// those name: one more round trip, only when there are such members).
+    /// A handle with no fingerprint is a deleted article's tombstone: skipped.
+    async fn fetch_candidates(
+        &self,
+        conn: &mut Conn,
+        fp: &Fingerprint,
+        snap: &mut Snapshot,
+    ) -> Result<(), IndexError> {
+        let keys = &self.inner.keys;
+        let max = self.inner.config.max_distance;
+        // Per bucket: h: (key, field) of the near SimHashes, handles to fetch.
+        let mut near: Vec<Vec<(String, String)>> = Vec::with_capacity(snap.buckets.len());
+        let mut wanted: Vec<Vec<u64>> = Vec::with_capacity(snap.buckets.len());
+        for b in &snap.buckets {
+            let (mut fields, mut handles) = (Vec::new(), Vec::new());
+            if let (Some(bits), true) = (b.bits, b.in_range) {
+                let mut seen: Vec<u64> = Vec::new();
+                for &m in b.members.iter().flatten() {
+                    if hamming(fp.simhash, m) <= max && !seen.contains(&m) {
+                        seen.push(m);
+                        fields.push(keys.simhashes(&b.label, bits, m));
+                    }
+                }
+                for list in std::iter::once(&b.content_value).chain(&b.signature_values) {
+                    for h in parse_handles(list) {
+                        if !handles.contains(&h) {
+                            handles.push(h);
+                        }
+                    }
+                }
+            }
+            near.push(fields);
+            wanted.push(handles);
+        }
+        if near.iter().all(Vec::is_empty) && wanted.iter().all(Vec::is_empty) {
+            return Ok(());
+        }
+        let mut pipe = ::redis::pipe();
+        for (key, field) in near.iter().flatten() {
+            pipe.cmd("HGET").arg(key).arg(field);
+        }
+        for (b, handles) in snap.buckets.iter().zip(&wanted) {
+            for &h in handles {
+                pipe.cmd("HGET")
+                    .arg(keys.fingerprints(&b.label, h))
+                    .arg(slot(h));
+                pipe.cmd("HGET").arg(keys.metas(&b.label, h)).arg(slot(h));
+            }
+        }
+        let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
+        let mut it = replies.into_iter();
+        // Handles named by the h: lists and not fetched yet.
+        let mut more: Vec<Vec<u64>> = vec![Vec::new(); snap.buckets.len()];
+        for (n, fields) in near.into_iter().enumerate() {
+            for (key, field) in fields {
+                let value = bytes(it.next())?;
+                for h in parse_handles(&value) {
+                    if !wanted[n].contains(&h) && !more[n].contains(&h) {
+                        more[n].push(h);
+                    }
+                }
+                snap.buckets[n].resolved.push((key, field, value));
+            }
+        }
+        for (n, handles) in wanted.iter().enumerate() {
+            let b = &mut snap.buckets[n];
+            for &h in handles {
+                push_cand(b, h, it.next(), it.next())?;
+            }
+        }
+        if more.iter().all(Vec::is_empty) {
+            return Ok(());
+        }
+        let mut pipe = ::redis::pipe();
+        for (b, handles) in snap.buckets.iter().zip(&more) {
+            for &h in handles {
+                pipe.cmd("HGET")
+                    .arg(keys.fingerprints(&b.label, h))
+                    .arg(slot(h));
+                pipe.cmd("HGET").arg(keys.metas(&b.label, h)).arg(slot(h));
+            }
+        }
+        let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
+        let mut it = replies.into_iter();
+        for (n, handles) in more.iter().enumerate() {
+            let b = &mut snap.buckets[n];
+            for &h in handles {
+                push_cand(b, h, it.next(), it.next())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compute distances and decide, exactly as the embedded index does: the
+    /// candidates are fetched first ([`RedisIndex::fetch_candidates`]).
     async fn decide(
         &self,
         conn: &mut Conn,
@@ -547,57 +744,11 @@ impl RedisIndex {
         snap: &mut Snapshot,
     ) -> Result<Verdict, IndexError> {
         let cfg = &self.inner.config;
-        let keys = &self.inner.keys;
         let fp = &entry.fingerprint;
         if fp.is_empty() {
             return Ok(Verdict::Unique);
         }
-        let mut near: Vec<(usize, Vec<(String, String)>)> = Vec::new();
-        for (n, b) in snap.buckets.iter().enumerate() {
-            let (Some(bits), true) = (b.bits, b.in_range) else {
-                continue;
-            };
-            let mut seen: Vec<u64> = Vec::new();
-            for &m in b.members.iter().flatten() {
-                if hamming(fp.simhash, m) <= cfg.max_distance && !seen.contains(&m) {
-                    seen.push(m);
-                }
-            }
-            if !seen.is_empty() {
-                near.push((
-                    n,
-                    seen.into_iter()
-                        .map(|m| keys.simhashes(&b.label, bits, m))
-                        .collect(),
-                ));
-            }
-        }
-        if !near.is_empty() {
-            let mut inv = RESOLVE.key(keys.buckets());
-            inv.arg(keys.prefix());
-            for (n, fields) in &near {
-                inv.arg(&snap.buckets[*n].label).arg(fields.len());
-                for (key, field) in fields {
-                    inv.arg(key).arg(field);
-                }
-            }
-            let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
-            let mut it = array(reply)?.into_iter();
-            for (n, fields) in near {
-                let b = &mut snap.buckets[n];
-                for (key, field) in fields {
-                    let mut pair = array(it.next().unwrap_or(Value::Nil))?.into_iter();
-                    let value = bytes(pair.next())?;
-                    parse_cands(
-                        &b.label,
-                        b.start,
-                        array(pair.next().unwrap_or(Value::Nil))?,
-                        &mut b.cands,
-                    )?;
-                    b.resolved.push((key, field, value));
-                }
-            }
-        }
+        self.fetch_candidates(conn, fp, snap).await?;
         let mut all: Vec<&Cand> = snap.buckets.iter().flat_map(|b| &b.cands).collect();
         all.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
         all.dedup_by(|a, b| a.label == b.label && a.handle == b.handle);
@@ -668,13 +819,13 @@ impl RedisIndex {
             .arg(encode_fingerprint(fp))
             .arg(encode_meta(&entry.id, verdict, offset, fp.words))
             .arg(&probe.content_hex)
-            .arg(&probe.content_dec)
+            .arg(&probe.content_field)
             .arg(verdict.duplicate().map_or("", |d| d.dup_of.as_str()))
             .arg(probe.default_shape)
             .arg(&probe.positional_hex)
             .arg(probe.signatures.len());
         for s in &probe.signatures {
-            inv.arg(format!("{s:08x}")).arg(s.to_string());
+            inv.arg(format!("{s:08x}"));
         }
         // The own bucket as the gather read it (its values are appended to).
         let own = snap.and_then(|snap| {
@@ -693,18 +844,22 @@ impl RedisIndex {
                     .map_or(&[][..], |(_, _, v)| v.as_slice());
                 inv.arg(bits)
                     .arg(hkey)
+                    .arg(hfield)
                     .arg(hval)
                     .arg(keys.content(&b.label, bits, probe.content).0)
                     .arg(&b.content_value)
                     .arg(&b.empty_sets);
                 for (s, value) in probe.signatures.iter().zip(&b.signature_values) {
-                    inv.arg(keys.signature(&b.label, bits, *s).0).arg(value);
+                    let (key, field) = keys.signature(&b.label, bits, *s);
+                    inv.arg(key).arg(field).arg(value);
                 }
             }
             None => {
-                inv.arg("").arg("").arg("").arg("").arg("").arg("");
+                for _ in 0..7 {
+                    inv.arg("");
+                }
                 for _ in &probe.signatures {
-                    inv.arg("").arg("");
+                    inv.arg("").arg("").arg("");
                 }
             }
         }
@@ -815,31 +970,43 @@ struct Cand {
     meta: Meta,
 }
 
-/// `[handle, fingerprint, meta, ...]` of bucket `label` into `out`.
-fn parse_cands(
-    label: &str,
-    start: i64,
-    flat: Vec<Value>,
-    out: &mut Vec<Cand>,
+/// The candidate behind `handle` of bucket `b`, from its `HGET f:` and `HGET
+/// m:` replies; nothing for a deleted article (no fingerprint left).
+fn push_cand(
+    b: &mut BucketSnap,
+    handle: u64,
+    packed: Option<Value>,
+    meta: Option<Value>,
 ) -> Result<(), IndexError> {
-    let mut flat = flat.into_iter();
-    while let (Some(h), Some(packed), Some(meta)) = (flat.next(), flat.next(), flat.next()) {
-        let handle = int(Some(h))? as u64;
-        let corrupt = |reason: String| IndexError::Corrupt {
-            id: format!("{label}:{handle}"),
-            reason,
-        };
-        let meta = decode_meta(&bytes(Some(meta))?).map_err(corrupt)?;
-        let fp = decode_fingerprint(&bytes(Some(packed))?, meta.words).map_err(corrupt)?;
-        out.push(Cand {
-            label: label.to_owned(),
-            handle,
-            fp,
-            ts_ms: start + i64::from(meta.ts_offset),
-            meta,
-        });
+    let packed = bytes(packed)?;
+    let meta = bytes(meta)?;
+    if packed.is_empty() {
+        return Ok(());
     }
+    let corrupt = |reason: String| IndexError::Corrupt {
+        id: format!("{}:{handle}", b.label),
+        reason,
+    };
+    let meta = decode_meta(&meta).map_err(corrupt)?;
+    let fp = decode_fingerprint(&packed, meta.words).map_err(corrupt)?;
+    b.cands.push(Cand {
+        label: b.label.clone(),
+        handle,
+        fp,
+        ts_ms: b.start + i64::from(meta.ts_offset),
+        meta,
+    });
     Ok(())
+}
+
+/// The bucket registry (`ZRANGE … WITHSCORES`): (label, start), oldest first.
+fn parse_live(v: Option<Value>) -> Result<Vec<(String, i64)>, IndexError> {
+    let mut out = Vec::new();
+    let mut it = array(v.unwrap_or(Value::Nil))?.into_iter();
+    while let Some(label) = it.next() {
+        out.push((string(Some(label))?, int(it.next())?));
+    }
+    Ok(out)
 }
 
 /// Where an article is looked up and written.
@@ -849,16 +1016,15 @@ struct Probe {
     /// Starts of the first and last bucket that can hold an article in the window.
     lo: i64,
     hi: i64,
-    /// The distinct 16-bit blocks of the SimHash, 4 hex each, and as numbers.
-    blocks: Vec<String>,
+    /// The distinct 16-bit blocks of the SimHash.
     block_values: Vec<u16>,
     /// The four blocks by position (most significant first), and as 16 hex.
     positional: [u16; 4],
     positional_hex: String,
-    /// 16 hex and signed decimal, or "" for an empty fingerprint (never compared,
-    /// never indexed).
+    /// 16 hex and the `c:` field ([`list_field`]), or "" for an empty
+    /// fingerprint (never compared, never indexed).
     content_hex: String,
-    content_dec: String,
+    content_field: String,
     content: u64,
     /// The lookup signatures.
     signatures: Vec<u32>,
@@ -872,12 +1038,12 @@ impl Probe {
         let window = i64::try_from(cfg.window_ms).unwrap_or(i64::MAX);
         let fp = &entry.fingerprint;
         let start = floor(entry.ts_ms);
-        let (content_hex, content_dec, signatures) = if fp.is_empty() {
+        let (content_hex, content_field, signatures) = if fp.is_empty() {
             (String::new(), String::new(), Vec::new())
         } else {
             (
                 format!("{:016x}", fp.content),
-                simhash_member(fp.content),
+                list_field(fp.content),
                 fp.lookup_signatures(cfg.lookup_signatures).to_vec(),
             )
         };
@@ -887,7 +1053,6 @@ impl Probe {
                 block_values.push(b);
             }
         }
-        let blocks = block_values.iter().map(|b| format!("{b:04x}")).collect();
         let positional = crate::simhash::blocks(fp.simhash);
         Probe {
             positional,
@@ -896,10 +1061,9 @@ impl Probe {
             start,
             lo: floor(entry.ts_ms.saturating_sub(window)),
             hi: floor(entry.ts_ms.saturating_add(window)),
-            blocks,
             block_values,
             content_hex,
-            content_dec,
+            content_field,
             content: fp.content,
             signatures,
             default_shape,
@@ -992,7 +1156,8 @@ impl Snapshot {
     }
 }
 
-/// What gather.lua (and resolve.lua) read in one live bucket, with the versions
+/// What a check read in one live bucket ([`RedisIndex::gather`],
+/// [`RedisIndex::fetch_candidates`]), with the versions
 /// commit.lua re-checks.
 struct BucketSnap {
     label: String,
@@ -1117,7 +1282,7 @@ impl Index for RedisIndex {
             for (label, h) in &root_row.links {
                 pipe.cmd("HGET")
                     .arg(self.inner.keys.metas(label, *h))
-                    .arg(*h);
+                    .arg(slot(*h));
             }
             let metas: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await.map_err(backend)?;
             let mut seen: HashMap<String, ()> = HashMap::new();
@@ -1173,9 +1338,9 @@ mod tests {
         };
         let p = Probe::new(&entry, &DecisionConfig::default(), day, 3);
         assert_eq!((p.start, p.lo, p.hi), (10 * day, 8 * day, 12 * day));
-        assert_eq!(p.blocks, ["0001", "0002", "0003", "abcd"].map(String::from));
+        assert_eq!(p.block_values, [0x0001, 0x0002, 0x0003, 0xabcd]);
         assert_eq!(
-            (p.content_hex.as_str(), p.content_dec.as_str()),
+            (p.content_hex.as_str(), p.content_field.as_str()),
             ("0000000000000007", "7")
         );
         assert_eq!(p.signatures, [1]);
@@ -1189,7 +1354,7 @@ mod tests {
             ..entry.clone()
         };
         let p = Probe::new(&same, &DecisionConfig::default(), day, 3);
-        assert_eq!(p.blocks, ["abcd", "0001"].map(String::from));
+        assert_eq!(p.block_values, [0xabcd, 0x0001]);
         let empty = IndexEntry {
             fingerprint: Fingerprint {
                 words: 0,

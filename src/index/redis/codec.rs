@@ -17,9 +17,10 @@
 //! - **ids value** (`i:` hash, text): `<simhash, 16 hex>:<handle>`. The Lua
 //!   scripts read the handle at byte 18 of it: keep the SimHash at 16 digits.
 //! - **handle lists** (`h:`, `c:`, `s:` fields): handles, space-separated decimals.
-//! - **SimHash as a set member / field** (`b:` sets, `h:` fields): the SimHash as
-//!   a signed 64-bit decimal ([`simhash_member`]), which Redis stores as a plain
-//!   integer (intset / listpack integer: 8 bytes).
+//! - **SimHash as a set member** (`b:` sets): the SimHash as a signed 64-bit
+//!   decimal ([`simhash_member`]), which Redis stores as a plain integer (intset:
+//!   8 bytes). The `h:`/`c:`/`s:` *fields* are smaller numbers, named in
+//!   [`crate::keys`] (`list_field`, `Keys::signature`).
 
 use crate::decision::Signal;
 use crate::fingerprint::Fingerprint;

@@ -78,9 +78,9 @@ impl Conn {
 
     /// `maxmemory-policy` of the node holding the namespace (all of its keys share
     /// the hash tag in `prefix`, hence one slot and one master).
-    pub(crate) async fn maxmemory_policy(&mut self, prefix: &str) -> RedisResult<String> {
+    pub(crate) async fn config_get(&mut self, prefix: &str, name: &str) -> RedisResult<String> {
         let mut cmd = ::redis::cmd("CONFIG");
-        cmd.arg("GET").arg("maxmemory-policy");
+        cmd.arg("GET").arg(name);
         let reply = match self {
             Conn::Single(c) => cmd.query_async::<Value>(c).await?,
             Conn::Cluster(c) => {
