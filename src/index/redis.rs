@@ -683,14 +683,7 @@ impl RedisIndex {
         for (key, field) in near.iter().flatten() {
             pipe.cmd("HGET").arg(key).arg(field);
         }
-        for (b, handles) in snap.buckets.iter().zip(&wanted) {
-            for &h in handles {
-                pipe.cmd("HGET")
-                    .arg(keys.fingerprints(&b.label, h))
-                    .arg(slot(h));
-                pipe.cmd("HGET").arg(keys.metas(&b.label, h)).arg(slot(h));
-            }
-        }
+        ask_articles(&mut pipe, keys, snap, &wanted);
         let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
         let mut it = replies.into_iter();
         // Handles named by the h: lists and not fetched yet.
@@ -706,33 +699,14 @@ impl RedisIndex {
                 snap.buckets[n].resolved.push((key, field, value));
             }
         }
-        for (n, handles) in wanted.iter().enumerate() {
-            let b = &mut snap.buckets[n];
-            for &h in handles {
-                push_cand(b, h, it.next(), it.next())?;
-            }
-        }
+        take_articles(&mut it, snap, &wanted)?;
         if more.iter().all(Vec::is_empty) {
             return Ok(());
         }
         let mut pipe = ::redis::pipe();
-        for (b, handles) in snap.buckets.iter().zip(&more) {
-            for &h in handles {
-                pipe.cmd("HGET")
-                    .arg(keys.fingerprints(&b.label, h))
-                    .arg(slot(h));
-                pipe.cmd("HGET").arg(keys.metas(&b.label, h)).arg(slot(h));
-            }
-        }
+        ask_articles(&mut pipe, keys, snap, &more);
         let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
-        let mut it = replies.into_iter();
-        for (n, handles) in more.iter().enumerate() {
-            let b = &mut snap.buckets[n];
-            for &h in handles {
-                push_cand(b, h, it.next(), it.next())?;
-            }
-        }
-        Ok(())
+        take_articles(&mut replies.into_iter(), snap, &more)
     }
 
     /// Compute distances and decide, exactly as the embedded index does: the
@@ -968,6 +942,32 @@ struct Cand {
     fp: Fingerprint,
     ts_ms: i64,
     meta: Meta,
+}
+
+/// `HGET` the packed fingerprint and the meta of `handles[n]` of bucket `n`.
+fn ask_articles(pipe: &mut ::redis::Pipeline, keys: &Keys, snap: &Snapshot, handles: &[Vec<u64>]) {
+    for (b, handles) in snap.buckets.iter().zip(handles) {
+        for &h in handles {
+            pipe.cmd("HGET")
+                .arg(keys.fingerprints(&b.label, h))
+                .arg(slot(h));
+            pipe.cmd("HGET").arg(keys.metas(&b.label, h)).arg(slot(h));
+        }
+    }
+}
+
+/// The candidates [`ask_articles`] asked for, from its replies.
+fn take_articles(
+    replies: &mut impl Iterator<Item = Value>,
+    snap: &mut Snapshot,
+    handles: &[Vec<u64>],
+) -> Result<(), IndexError> {
+    for (b, handles) in snap.buckets.iter_mut().zip(handles) {
+        for &h in handles {
+            push_cand(b, h, replies.next(), replies.next())?;
+        }
+    }
+    Ok(())
 }
 
 /// The candidate behind `handle` of bucket `b`, from its `HGET f:` and `HGET
