@@ -454,8 +454,8 @@ impl RedisIndex {
         Ok(())
     }
 
-    /// The first round trip of a check, plain pipelined commands (a command
-    /// run from a Lua script costs Redis about twice as much: `docs/design.md`):
+    /// The first round trip of a check, plain pipelined commands (the same
+    /// reads in a Lua script cost Redis ≈ 20 % more CPU: `docs/design.md`):
     /// the live buckets, each one's counter and the id in it, then, in each
     /// bucket that can hold a match, the content list, the sketch lists and the
     /// block sets. The counters come first, so every list and set read reflects
