@@ -1,6 +1,6 @@
 -- commit.lua: record an article and its verdict, but only if nothing the worker
--- read in gather.lua (and resolve.lua) has changed since (optimistic
--- concurrency). No set is scanned and no list re-read here: the script reads
+-- read (RedisIndex::gather and fetch_candidates, plain commands, the counters
+-- first) has changed since the counters were read (optimistic concurrency). No set is scanned and no list re-read here: the script reads
 -- what was *inserted* since the gather instead.
 --
 -- Why that is enough: every insert takes the next handle of its bucket's
@@ -9,11 +9,10 @@
 -- the handles between the counter the gather read and the counter now. What
 -- the gather read (block sets of this SimHash's blocks, the content and sketch
 -- lists, the h: lists of the SimHashes resolved) can only have changed through
--- one of them sharing a block, the content hash or a lookup sketch hash with
--- this article, which its packed fingerprint shows. Deletes never change what
--- was read (they leave tombstones) and their f: entry is gone: skipped. The
--- test is a byte search, so a match across a field boundary is a harmless
--- false conflict (a retry), never a missed one.
+-- one of them sharing a block, the content hash's low 24 bits or a lookup
+-- sketch hash with this article, which its packed fingerprint shows. Deletes
+-- never change what was read (they leave tombstones) and their f: entry is
+-- gone: skipped.
 --
 -- KEYS[1]  the bucket registry (ZSET label -> bucket start ms)
 -- ARGV[1]  key prefix, ARGV[2] article id
@@ -29,9 +28,10 @@
 -- ARGV[15] S, then S sketch hashes (8 hex)
 -- then     the own bucket as the gather read it: shape bits ("" when it was
 --          not read: new, or a preload), h: key, field and value read for the
---          SimHash, c: key and value read, 4 flags ('1': block d's set was
---          empty), S times s: key, field and value read
--- then     B = live buckets gather.lua saw (-1: bulk preload, nothing to check),
+--          SimHash, c: key and value read, 5 flags ('1': block d's set was
+--          empty; the 5th: list in h: even when full), S times s: key, field
+--          and value read
+-- then     B = live buckets the gather saw (-1: bulk preload, nothing to check),
 --          and B times: label, counter read, in range (0/1)
 --
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"}
@@ -52,7 +52,9 @@ local i = 16 + S
 local k = tonumber(ARGV[i])
 local hkey, hfield, hval = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
 local ckey, cval = ARGV[i + 4], ARGV[i + 5]
-local empty = ARGV[i + 6] -- 4 flags: the block set of block d was empty ('1')
+-- 4 flags: the block set of block d was empty ('1'); a 5th: list this
+-- article in its h: field even if the list is full (see append below)
+local empty = ARGV[i + 6]
 local skeys, sfields, svals = {}, {}, {}
 for s = 1, S do
   local at = i + 4 + 3 * s
@@ -132,6 +134,9 @@ for b = 1, B do
   i = i + 3
   if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
   local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k')
+  -- The bucket expired since the gather (an article lagging by about a bucket):
+  -- gather again, which no longer sees it.
+  if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end
   if (nk[1] or '') ~= counter then
     if nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), id), id) == 1 then
       return {'replay'}
@@ -243,15 +248,19 @@ if content ~= '' then
   -- bucket share (a boilerplate line, a viral copy) would otherwise grow a
   -- list every check through it fetches whole, and values over 64 bytes take
   -- the hash out of the compact listpack encoding. Later articles are still
-  -- found through the first 8; they are just not listed themselves.
-  local function append(key, field, old)
+  -- found through the first 8; they are just not listed themselves. An h:
+  -- field names a SimHash only by some of its bits (field24), so a full list
+  -- may name other SimHashes only; then this one is listed anyway (`force`,
+  -- the 5th flag: the worker saw no article with this SimHash in the bucket),
+  -- or an article with it would be found through no list at all.
+  local function append(key, field, old, force)
     if old == '' then
       set_field(key, field, h, expire_at)
-    elseif select(2, string.gsub(old, ' ', ' ')) < 7 then
+    elseif force or select(2, string.gsub(old, ' ', ' ')) < 7 then
       set_field(key, field, old .. ' ' .. h, expire_at)
     end
   end
-  append(hkey, hfield, hval)
+  append(hkey, hfield, hval, string.sub(empty, 5, 5) == '1')
   append(ckey, cfield, cval)
   for s = 1, S do append(skeys[s], sfields[s], svals[s]) end
 end

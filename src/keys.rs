@@ -182,7 +182,7 @@ pub const HANDLES_PER_CHUNK: u64 = 100;
 /// listpack linearly, so longer ones cost a little CPU per `HGET`. Well under
 /// `hash-max-listpack-entries` (512 by default), so the hashes stay listpacks
 /// even if a bucket gets 2.5 times the articles it was shaped for; a server
-/// tuned below 256 gets a warning at connect.
+/// tuned below 320 gets a warning at connect.
 pub const ARTICLES_PER_KEY: u64 = 128;
 
 /// Buckets of this shape or more (sized for more than about 2 M articles:

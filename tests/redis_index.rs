@@ -197,6 +197,50 @@ async fn a_new_bucket_is_at_most_one_shape_bit_smaller() {
     assert_eq!(shape(&idx_label(&idx, t)), "11");
 }
 
+/// An `h:` field names SimHashes by the key's top bits and their low 24 bits
+/// only (`keys::list_field`), so a list full of other SimHashes must still list
+/// an article, or its near-duplicates would find it through no list.
+#[tokio::test]
+async fn a_full_simhash_list_of_other_simhashes_still_lists_an_article() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "hfull").await;
+    let t = now_ms();
+    // Same top 12 bits (the first bucket's shape) and low 24 bits, 28 bits apart.
+    let other = 0xaaa0_0000_00ab_cdef_u64;
+    let mine = 0xaaaf_ffff_ffab_cdef_u64;
+    assert_eq!(
+        idx.keys().simhashes("L", 12, other),
+        idx.keys().simhashes("L", 12, mine)
+    );
+    for i in 0..8 {
+        let e = entry(
+            &format!("other-{i}"),
+            t,
+            fp(other, 100 + i, &sketch(100 + i, 12)),
+        );
+        idx.check_and_insert(&e).await.unwrap();
+    }
+    let a = entry("a", t, fp(mine, 1, &sketch(1, 12)));
+    assert_eq!(
+        idx.check_and_insert(&a).await.unwrap().verdict,
+        Verdict::Unique
+    );
+    assert_eq!(
+        redis::cmd("HGET")
+            .arg(idx.keys().counter(&idx_label(&idx, t)))
+            .arg("k")
+            .query::<String>(&mut server.connection())
+            .unwrap(),
+        "12"
+    );
+    // One bit from `a`, nothing else in common: found through the h: list only.
+    let b = entry("b", t, fp(mine ^ 1, 2, &sketch(2, 12)));
+    assert!(matches!(
+        idx.check_and_insert(&b).await.unwrap().verdict,
+        Verdict::Duplicate(d) if d.dup_of == "a"
+    ));
+}
+
 #[tokio::test]
 async fn articles_past_their_retention_are_decided_but_not_stored() {
     let server = RedisServer::start();

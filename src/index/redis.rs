@@ -449,7 +449,14 @@ impl RedisIndex {
             }
         }
         let mut shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
-        shapes.retain(|label, _| live.iter().any(|(l, _)| l == label));
+        // Forget the buckets gone from the registry, but not one newer than
+        // `live` knows of, which another task may just have learned.
+        let newest = live
+            .iter()
+            .map(|(_, start)| *start)
+            .max()
+            .unwrap_or(i64::MIN);
+        shapes.retain(|label, (start, _)| *start > newest || live.iter().any(|(l, _)| l == label));
         shapes.extend(learned);
         Ok(())
     }
@@ -585,14 +592,17 @@ impl RedisIndex {
             }
             // Already stored (a redelivery): its verdict, from the first live
             // bucket that has it.
+            // (Deleted between the two reads: checked as a new article.)
             if let Some((label, start, value)) = live
                 .iter()
                 .find_map(|(l, s)| stored.remove(l.as_str()).map(|v| (l, *s, v)))
             {
-                return self
+                if let Some(stored) = self
                     .fetch_stored(conn, &entry.id, label, start, value)
-                    .await
-                    .map(Gathered::Replay);
+                    .await?
+                {
+                    return Ok(Gathered::Replay(stored));
+                }
             }
             let buckets = live
                 .iter()
@@ -614,7 +624,7 @@ impl RedisIndex {
         label: &str,
         start: i64,
         value: Vec<u8>,
-    ) -> Result<Stored, IndexError> {
+    ) -> Result<Option<Stored>, IndexError> {
         let keys = &self.inner.keys;
         let (_, handle) = decode_id_value(&value).map_err(|reason| IndexError::Corrupt {
             id: id.to_owned(),
@@ -628,6 +638,9 @@ impl RedisIndex {
             .arg(keys.metas(label, handle))
             .arg(slot(handle));
         let mut v: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
+        if v.iter().any(|r| matches!(r, Value::Nil)) {
+            return Ok(None);
+        }
         v.splice(
             0..0,
             [
@@ -636,7 +649,7 @@ impl RedisIndex {
                 Value::BulkString(value),
             ],
         );
-        parse_stored(id, v)
+        parse_stored(id, v).map(Some)
     }
 
     /// The articles behind what the gather read, by plain pipelined `HGET`s:
@@ -816,13 +829,20 @@ impl RedisIndex {
                     .iter()
                     .find(|(k, f, _)| *k == hkey && *f == hfield)
                     .map_or(&[][..], |(_, _, v)| v.as_slice());
+                // An h: field names SimHashes by some of their bits only
+                // (list_field): a full list may name none with this SimHash,
+                // and then this article must be listed anyway, or a later
+                // near-duplicate of it would find it through no list.
+                let listed_elsewhere = b.cands.iter().any(|c| c.fp.simhash == fp.simhash);
+                let force =
+                    parse_handles(hval).count() >= super::LISTED_PER_HASH && !listed_elsewhere;
                 inv.arg(bits)
                     .arg(hkey)
                     .arg(hfield)
                     .arg(hval)
                     .arg(keys.content(&b.label, bits, probe.content).0)
                     .arg(&b.content_value)
-                    .arg(&b.empty_sets);
+                    .arg(format!("{}{}", b.empty_sets, u8::from(force)));
                 for (s, value) in probe.signatures.iter().zip(&b.signature_values) {
                     let (key, field) = keys.signature(&b.label, bits, *s);
                     inv.arg(key).arg(field).arg(value);
@@ -980,7 +1000,8 @@ fn push_cand(
 ) -> Result<(), IndexError> {
     let packed = bytes(packed)?;
     let meta = bytes(meta)?;
-    if packed.is_empty() {
+    // Deleted (before or between the two reads): a tombstone, skipped.
+    if packed.is_empty() || meta.is_empty() {
         return Ok(());
     }
     let corrupt = |reason: String| IndexError::Corrupt {
