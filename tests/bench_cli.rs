@@ -112,7 +112,15 @@ fn tiny_bench_measures_everything_and_writes_the_docs_section() {
         assert!(number(cells[1]) > 0.0, "{cells:?}");
         assert_eq!(cells[2], "300/300, 0", "{label}: {cells:?}");
         assert!(cells[3].ends_with(" / 0"), "{label}: {cells:?}");
+        // The workers' own index-call latency, read from their /metrics.
+        assert!(cells[1].contains(", p50 "), "{label}: {cells:?}");
+        let p99 = cells[1].split("p99 ").nth(1).unwrap_or_default();
+        assert!(number(p99) > 0.0, "{label}: {cells:?}");
     }
+    assert!(
+        stdout.contains("| 3 | workers' own index-call p99 ≤ 2 ms at 10 M (end-to-end runs) | 10 M (end to end) not measured | — |"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("Redis 7") || stdout.contains("Redis "),
         "{stdout}"

@@ -15,8 +15,10 @@ use serde::Serialize;
 
 use super::info::Info;
 use super::synthetic::TextGen;
+use super::worker_metrics::{scrape, Buckets, IndexLatency, INDEX_SECONDS};
 use super::BenchError;
 use crate::keys::Keys;
+use crate::redis_server::free_port;
 use crate::worker::stream::parse_raw_entry;
 use crate::worker::tools::produce;
 
@@ -142,6 +144,9 @@ pub struct E2e {
     /// Entries pending in the group when the last output appeared.
     pub pending: u64,
     pub redis_cpu_us_per_article: f64,
+    /// The workers' own index-call latency (their `/metrics`), summed over
+    /// them; `None` when no worker's could be read.
+    pub index_latency: Option<IndexLatency>,
 }
 
 /// How to run the workers.
@@ -161,7 +166,8 @@ pub struct WorkerSetup {
 
 /// Worker processes, killed on drop (error, Ctrl-C) unless stopped before.
 struct Workers {
-    children: Vec<(Child, PathBuf)>,
+    /// Each worker, its log file and the port of its `/metrics` listener.
+    children: Vec<(Child, PathBuf, u16)>,
 }
 
 impl Workers {
@@ -171,10 +177,12 @@ impl Workers {
         };
         for w in 0..n {
             let log = setup.log_dir.join(format!("worker-{run}-{w}.log"));
+            let port = free_port()?;
             let mut cmd = Command::new(&setup.exe);
             cmd.args(["worker", "--redis-url", &setup.url])
                 .args(["--namespace", &setup.namespace])
-                .args(["--http-addr", "", "--consumer", &format!("bench-{run}-{w}")]);
+                .args(["--http-addr", &format!("127.0.0.1:{port}")])
+                .args(["--consumer", &format!("bench-{run}-{w}")]);
             if let Some(b) = setup.batch_size {
                 cmd.args(["--batch-size", &b.to_string()]);
             }
@@ -201,14 +209,14 @@ impl Workers {
                 .map_err(|e| {
                     BenchError::Worker(format!("cannot run {}: {e}", setup.exe.display()))
                 })?;
-            workers.children.push((child, log));
+            workers.children.push((child, log, port));
         }
         Ok(workers)
     }
 
     /// A worker that exited already, with the end of its log.
     fn exited(&mut self) -> Option<String> {
-        for (child, log) in &mut self.children {
+        for (child, log, _) in &mut self.children {
             if let Ok(Some(status)) = child.try_wait() {
                 let text = std::fs::read_to_string(&*log).unwrap_or_default();
                 let tail: Vec<&str> = text.lines().rev().take(10).collect();
@@ -222,22 +230,41 @@ impl Workers {
         None
     }
 
+    /// The workers' index-call latency histograms, summed: what they observed.
+    /// A worker whose `/metrics` cannot be read is left out, with a warning.
+    fn index_latency(&self) -> Option<IndexLatency> {
+        let mut sum = Buckets::default();
+        for (child, log, port) in &self.children {
+            match scrape(*port).map(|text| Buckets::parse(&text, INDEX_SECONDS)) {
+                Ok(Some(b)) => sum.add(&b),
+                Ok(None) => tracing::warn!(
+                    pid = child.id(),
+                    "no {INDEX_SECONDS} histogram in a worker's /metrics"
+                ),
+                Err(e) => {
+                    tracing::warn!(pid = child.id(), log = %log.display(), error = %e, "cannot read a worker's /metrics")
+                }
+            }
+        }
+        IndexLatency::from_buckets(&sum)
+    }
+
     /// SIGTERM (graceful), then SIGKILL after 15 s.
     fn stop(mut self) {
-        for (child, _) in &self.children {
+        for (child, _, _) in &self.children {
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
                 .stderr(Stdio::null())
                 .status();
         }
         let deadline = Instant::now() + Duration::from_secs(15);
-        for (child, _) in &mut self.children {
+        for (child, _, _) in &mut self.children {
             while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
         // Drop kills whatever is left.
-        self.children.iter_mut().for_each(|(c, _)| {
+        self.children.iter_mut().for_each(|(c, _, _)| {
             let _ = c.kill();
             let _ = c.wait();
         });
@@ -247,7 +274,7 @@ impl Workers {
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        for (child, _) in &mut self.children {
+        for (child, _, _) in &mut self.children {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -325,7 +352,11 @@ pub async fn run(
         },
         _ => 0,
     };
-    tokio::task::block_in_place(|| procs.stop());
+    let index_latency = tokio::task::block_in_place(|| {
+        let latency = procs.index_latency();
+        procs.stop();
+        latency
+    });
     let mut result = E2e {
         workers,
         articles: k,
@@ -333,6 +364,7 @@ pub async fn run(
         articles_per_s: k as f64 / seconds.max(1e-9),
         pending,
         redis_cpu_us_per_article: cpu * 1e6 / k.max(1) as f64,
+        index_latency,
         ..E2e::default()
     };
     // Start-up excluded: from the first output entry seen to the last.

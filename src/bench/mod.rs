@@ -24,6 +24,7 @@ pub mod info;
 pub mod progress;
 pub mod report;
 pub mod synthetic;
+pub mod worker_metrics;
 
 use std::path::PathBuf;
 use std::time::Duration;
