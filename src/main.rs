@@ -129,6 +129,9 @@ struct WorkerArgs {
     /// Entries read and not yet committed, at most.
     #[arg(long)]
     max_in_flight: Option<usize>,
+    /// Checks of a batch read ahead of their turn, in order (0: off; default 8).
+    #[arg(long, value_name = "N")]
+    read_ahead: Option<usize>,
     /// Claim entries pending this long in any consumer (milliseconds).
     #[arg(long, value_name = "MS")]
     claim_min_idle_ms: Option<u64>,
@@ -203,6 +206,9 @@ struct BenchArgs {
     /// Passed to the workers (their default otherwise).
     #[arg(long)]
     max_in_flight: Option<usize>,
+    /// Passed to the workers (their default otherwise).
+    #[arg(long, value_name = "N")]
+    read_ahead: Option<usize>,
     /// Give up on an end-to-end run after this many seconds.
     #[arg(long, default_value_t = 900, value_name = "SECONDS")]
     e2e_timeout: u64,
@@ -574,6 +580,9 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
     if let Some(v) = args.max_in_flight {
         w.max_in_flight = v;
     }
+    if let Some(v) = args.read_ahead {
+        w.read_ahead = v;
+    }
     if let Some(v) = args.claim_min_idle_ms {
         w.claim_min_idle_ms = v;
     }
@@ -761,6 +770,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     o.max_memory_bytes = args.max_memory_gb.map(|gb| (gb * 1e9) as u64);
     o.batch_size = args.batch_size;
     o.max_in_flight = args.max_in_flight;
+    o.read_ahead = args.read_ahead;
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
     o.bucket_hours = args.bucket_hours;
     o.progress = !args.no_progress;

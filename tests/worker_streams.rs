@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use simdedup::decision::DecisionConfig;
 use simdedup::fingerprint::Fingerprinter;
-use simdedup::index::EmbeddedIndex;
+use simdedup::index::{EmbeddedIndex, Index, RedisIndex, RedisIndexOptions};
 use simdedup::keys::Keys;
 use simdedup::settings::Settings;
 use simdedup::worker::shutdown::ShutdownTrigger;
@@ -30,10 +30,10 @@ fn fingerprinter() -> Fingerprinter {
 
 type Handle = tokio::task::JoinHandle<RunSummary>;
 
-fn spawn_worker(
+fn spawn_worker<I: Index + 'static>(
     server: &RedisServer,
     ns: &str,
-    index: Arc<EmbeddedIndex>,
+    index: Arc<I>,
     fp: &Fingerprinter,
     config: WorkerConfig,
     trigger: &ShutdownTrigger,
@@ -500,10 +500,42 @@ async fn poison_entries_are_dead_lettered_after_max_deliveries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_keeps_the_first_of_each_group() {
     let server = RedisServer::start();
-    let keys = Keys::new("ordered");
+    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+    keeps_the_first_of_each_group(&server, "ordered", index, 8).await;
+}
+
+/// The same on the Redis index, whose ordered worker reads the next checks
+/// ahead of their turn (`WorkerConfig::read_ahead`): a copy's read-ahead
+/// happens before its original is stored, so it is stale, and only the
+/// commit's validation (which sends the copy back to read again) keeps the
+/// verdicts those of one-after-another. Also with reading ahead off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_keeps_the_first_of_each_group_on_redis_reading_ahead() {
+    let server = RedisServer::start();
+    for (ns, read_ahead) in [("ahead", 8), ("ahead-far", 64), ("ahead-off", 0)] {
+        let index = RedisIndex::connect(
+            &server.url(),
+            ns,
+            DecisionConfig::default(),
+            RedisIndexOptions::default(),
+        )
+        .await
+        .unwrap();
+        keeps_the_first_of_each_group(&server, ns, Arc::new(index), read_ahead).await;
+    }
+}
+
+/// 40 groups of 4 copies, each copy right behind its original (a burst of
+/// reposts), through one ordered worker with batches of 8.
+async fn keeps_the_first_of_each_group<I: Index + 'static>(
+    server: &RedisServer,
+    ns: &str,
+    index: Arc<I>,
+    read_ahead: usize,
+) {
+    let keys = Keys::new(ns);
     let mut conn = server.connection();
     let (groups, copies) = (40u64, 4u64);
-    // Copies right behind their original, as a burst of reposts arrives.
     for g in 0..groups {
         for v in 0..copies {
             let (id, text) = (format!("g{g}-v{v}"), article_text(g, v));
@@ -514,32 +546,129 @@ async fn one_worker_keeps_the_first_of_each_group() {
             );
         }
     }
-    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
     let (trigger, _) = ShutdownTrigger::new();
     let config = WorkerConfig {
         consumer: "solo".into(),
         batch_size: 8,
+        read_ahead,
         ..fast_config()
     };
     let (handle, _) = spawn_worker(
-        &server,
-        "ordered",
+        server,
+        ns,
         index,
         &fingerprinter(),
         config,
         &trigger,
         1 << 20,
     );
-    wait_for_outputs(&server, &keys, (groups * copies) as usize).await;
+    wait_for_outputs(server, &keys, (groups * copies) as usize).await;
     trigger.fire();
     handle.await.unwrap();
     for f in assert_exactly_once(&mut conn, &keys, "simdedup") {
         let (group, variant) = f["id"].split_once('-').unwrap();
         if variant == "v0" {
-            assert_eq!(f["verdict"], "unique", "{f:?}");
+            assert_eq!(f["verdict"], "unique", "{ns}: {f:?}");
         } else {
-            assert_eq!(f["verdict"], "duplicate", "{f:?}");
-            assert_eq!(f["dup_of"], format!("{group}-v0"), "{f:?}");
+            assert_eq!(f["verdict"], "duplicate", "{ns}: {f:?}");
+            assert_eq!(f["dup_of"], format!("{group}-v0"), "{ns}: {f:?}");
+        }
+    }
+}
+
+/// Reading ahead keeps deletes and queries in their stream places: each group
+/// is `v0, query v2, filler, filler, delete v0, v1`, read 4 ahead. The query
+/// sees `v0` (queries are never read ahead: nothing would validate a stale
+/// one); `v1`, after the delete, is unique. (A delete is also a barrier to
+/// reading ahead. With the Redis index a read past it would do no harm here:
+/// what a read-ahead names is fetched at the check's turn, and a deleted
+/// article is skipped then; the barrier is for what an index may read ahead.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_ahead_never_passes_a_delete_or_a_query() {
+    let server = RedisServer::start();
+    let ns = "barrier";
+    let keys = Keys::new(ns);
+    let mut conn = server.connection();
+    let groups = 24u64;
+    for g in 0..groups {
+        let id = |v: &str| format!("g{g}-{v}");
+        let text = |v: u64| article_text(g, v);
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id("v0").as_bytes()), ("text", text(0).as_bytes())],
+        );
+        xadd(
+            &mut conn,
+            &keys,
+            &[
+                ("id", id("v2").as_bytes()),
+                ("text", text(2).as_bytes()),
+                ("op", b"query"),
+            ],
+        );
+        for f in 0..2 {
+            let filler = article_text(1000 + 2 * g + f, 0);
+            xadd(
+                &mut conn,
+                &keys,
+                &[
+                    ("id", id(&format!("f{f}")).as_bytes()),
+                    ("text", filler.as_bytes()),
+                ],
+            );
+        }
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id("v0").as_bytes()), ("op", b"delete")],
+        );
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id("v1").as_bytes()), ("text", text(1).as_bytes())],
+        );
+    }
+    let index = RedisIndex::connect(
+        &server.url(),
+        ns,
+        DecisionConfig::default(),
+        RedisIndexOptions::default(),
+    )
+    .await
+    .unwrap();
+    let (trigger, _) = ShutdownTrigger::new();
+    let config = WorkerConfig {
+        consumer: "solo".into(),
+        // Two whole groups per batch (a batch is read ahead within itself).
+        batch_size: 12,
+        read_ahead: 4,
+        ..fast_config()
+    };
+    let (handle, _) = spawn_worker(
+        &server,
+        ns,
+        Arc::new(index),
+        &fingerprinter(),
+        config,
+        &trigger,
+        1 << 20,
+    );
+    wait_for_outputs(&server, &keys, (groups * 6) as usize).await;
+    trigger.fire();
+    handle.await.unwrap();
+    let out = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(out.len(), (groups * 6) as usize);
+    for (_, f) in &out {
+        let (group, variant) = f["id"].split_once('-').unwrap();
+        match (f["op"].as_str(), variant) {
+            ("check", "v0" | "v1" | "f0" | "f1") => assert_eq!(f["verdict"], "unique", "{f:?}"),
+            ("query", "v2") => {
+                assert_eq!(f["verdict"], "duplicate", "{f:?}");
+                assert_eq!(f["dup_of"], format!("{group}-v0"), "{f:?}");
+            }
+            ("delete", "v0") => assert_eq!(f["verdict"], "deleted", "{f:?}"),
+            other => panic!("unexpected output {other:?}: {f:?}"),
         }
     }
 }

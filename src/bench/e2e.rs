@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::info::Info;
 use super::synthetic::TextGen;
-use super::worker_metrics::{scrape, Buckets, IndexLatency, INDEX_SECONDS};
+use super::worker_metrics::{scrape, Buckets, IndexLatency, INDEX_SECONDS, READ_AHEAD_SECONDS};
 use super::BenchError;
 use crate::keys::Keys;
 use crate::redis_server::free_port;
@@ -157,6 +157,7 @@ pub struct WorkerSetup {
     pub namespace: String,
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
+    pub read_ahead: Option<usize>,
     /// `bucket_hours` of the workers (`SIMDEDUP_BUCKET_HOURS`); their default otherwise.
     pub bucket_hours: Option<u64>,
     pub timeout: Duration,
@@ -188,6 +189,9 @@ impl Workers {
             }
             if let Some(m) = setup.max_in_flight {
                 cmd.args(["--max-in-flight", &m.to_string()]);
+            }
+            if let Some(r) = setup.read_ahead {
+                cmd.args(["--read-ahead", &r.to_string()]);
             }
             // The workers get the defaults, whatever this shell's SIMDEDUP_* say,
             // and the bench's bucket length.
@@ -233,9 +237,16 @@ impl Workers {
     /// The workers' index-call latency histograms, summed: what they observed.
     /// A worker whose `/metrics` cannot be read is left out, with a warning.
     fn index_latency(&self) -> Option<IndexLatency> {
-        let mut sum = Buckets::default();
+        let (mut sum, mut ahead) = (Buckets::default(), Buckets::default());
         for (child, log, port) in &self.children {
-            match scrape(*port).map(|text| Buckets::parse(&text, INDEX_SECONDS)) {
+            let text = scrape(*port);
+            if let Ok(Some(b)) = text
+                .as_deref()
+                .map(|t| Buckets::parse(t, READ_AHEAD_SECONDS))
+            {
+                ahead.add(&b);
+            }
+            match text.map(|text| Buckets::parse(&text, INDEX_SECONDS)) {
                 Ok(Some(b)) => sum.add(&b),
                 Ok(None) => tracing::warn!(
                     pid = child.id(),
@@ -246,7 +257,7 @@ impl Workers {
                 }
             }
         }
-        IndexLatency::from_buckets(&sum)
+        IndexLatency::from_buckets(&sum, &ahead)
     }
 
     /// SIGTERM (graceful), then SIGKILL after 15 s.

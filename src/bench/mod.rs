@@ -64,9 +64,11 @@ pub struct BenchOptions {
     /// Redis `maxmemory` (and the bench's own limit); default: 3/4 of the
     /// machine's available memory.
     pub max_memory_bytes: Option<u64>,
-    /// Passed to the workers (`--batch-size`, `--max-in-flight`); their defaults otherwise.
+    /// Passed to the workers (`--batch-size`, `--max-in-flight`,
+    /// `--read-ahead`); their defaults otherwise.
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
+    pub read_ahead: Option<usize>,
     /// Bucket length in hours of the index and the workers (`bucket_hours`);
     /// their default (24 h) otherwise.
     pub bucket_hours: Option<u64>,
@@ -96,6 +98,7 @@ impl BenchOptions {
             max_memory_bytes: None,
             batch_size: None,
             max_in_flight: None,
+            read_ahead: None,
             bucket_hours: None,
             e2e_timeout: Duration::from_secs(900),
             worker_exe,
@@ -240,6 +243,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         namespace: options.namespace.clone(),
         batch_size: options.batch_size,
         max_in_flight: options.max_in_flight,
+        read_ahead: options.read_ahead,
         bucket_hours: options.bucket_hours,
         timeout: options.e2e_timeout,
         log_dir: server.dir().to_owned(),

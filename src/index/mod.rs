@@ -164,6 +164,32 @@ pub trait Index: Send + Sync {
         entry: &IndexEntry,
     ) -> impl Future<Output = Result<Outcome, IndexError>> + Send;
 
+    /// What [`Index::check_and_insert`] reads first, read ahead of time by
+    /// [`Index::read_ahead`].
+    type ReadAhead: Send + 'static;
+
+    /// Read now what checking `entry` starts with, so that a caller deciding
+    /// entries one after another (an ordered worker) can read the next few
+    /// while the current one commits, and then call
+    /// [`Index::check_and_insert_after`]. Nothing is recorded. The Redis index
+    /// reads its first round trip (the snapshot its commit validates), the
+    /// embedded index nothing.
+    fn read_ahead(
+        &self,
+        entry: &IndexEntry,
+    ) -> impl Future<Output = Result<Self::ReadAhead, IndexError>> + Send;
+
+    /// [`Index::check_and_insert`], starting from what `ahead` read for this
+    /// entry. It may be stale — articles stored since, by anyone — and is then
+    /// treated exactly as a read that another writer raced: whatever changed
+    /// what it saw makes the commit read again, so the verdict is the one
+    /// `check_and_insert` called now would give.
+    fn check_and_insert_after(
+        &self,
+        entry: &IndexEntry,
+        ahead: Self::ReadAhead,
+    ) -> impl Future<Output = Result<Outcome, IndexError>> + Send;
+
     /// Decide on `entry` without recording anything. A stored id gets its stored verdict.
     fn query(&self, entry: &IndexEntry)
         -> impl Future<Output = Result<Outcome, IndexError>> + Send;

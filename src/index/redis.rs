@@ -348,14 +348,26 @@ impl RedisIndex {
             .map(|s| (s.label, s.handle)))
     }
 
-    async fn check(&self, entry: &IndexEntry, write: bool) -> Result<Outcome, IndexError> {
+    /// Check `entry` (and record it when `write`), starting from `ahead`, a
+    /// gather done earlier ([`Index::read_ahead`]), if given: its snapshot is
+    /// validated by the commit like any other, however old.
+    async fn check(
+        &self,
+        entry: &IndexEntry,
+        write: bool,
+        mut ahead: Option<Gathered>,
+    ) -> Result<Outcome, IndexError> {
         let inner = &self.inner;
         let probe = Probe::new(entry, &inner.config, inner.bucket_ms, inner.default_shape);
         let mut conn = inner.conn.clone();
         // Work over all attempts (a retry reads everything again).
         let mut examined = 0u32;
         for _ in 0..inner.max_attempts {
-            let mut snap = match self.gather(&mut conn, entry, &probe).await? {
+            let gathered = match ahead.take() {
+                Some(g) => g,
+                None => self.gather(&mut conn, entry, &probe).await?,
+            };
+            let mut snap = match gathered {
                 Gathered::Replay(stored) => {
                     return Ok(Outcome {
                         verdict: stored.verdict,
@@ -1161,6 +1173,9 @@ enum Gathered {
     Snapshot(Snapshot),
 }
 
+/// A check's first round trip, read ahead of its turn ([`Index::read_ahead`]).
+pub struct ReadAhead(Gathered);
+
 struct Snapshot {
     buckets: Vec<BucketSnap>,
 }
@@ -1245,12 +1260,31 @@ fn int(v: Option<Value>) -> Result<i64, IndexError> {
 impl Index for RedisIndex {
     async fn check_and_insert(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
         super::require_id(&entry.id)?;
-        self.check(entry, true).await
+        self.check(entry, true, None).await
+    }
+
+    type ReadAhead = ReadAhead;
+
+    async fn read_ahead(&self, entry: &IndexEntry) -> Result<ReadAhead, IndexError> {
+        super::require_id(&entry.id)?;
+        let inner = &self.inner;
+        let probe = Probe::new(entry, &inner.config, inner.bucket_ms, inner.default_shape);
+        let mut conn = inner.conn.clone();
+        Ok(ReadAhead(self.gather(&mut conn, entry, &probe).await?))
+    }
+
+    async fn check_and_insert_after(
+        &self,
+        entry: &IndexEntry,
+        ahead: ReadAhead,
+    ) -> Result<Outcome, IndexError> {
+        super::require_id(&entry.id)?;
+        self.check(entry, true, Some(ahead.0)).await
     }
 
     async fn query(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
         super::require_id(&entry.id)?;
-        self.check(entry, false).await
+        self.check(entry, false, None).await
     }
 
     async fn delete(&self, id: &str) -> Result<bool, IndexError> {

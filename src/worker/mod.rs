@@ -32,7 +32,7 @@ pub mod shutdown;
 pub mod stream;
 pub mod tools;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -79,6 +79,12 @@ pub struct WorkerConfig {
     pub ordered: bool,
     /// Concurrent index calls per batch when `ordered` is off.
     pub index_concurrency: usize,
+    /// When `ordered`: how many of the next checks of a batch read the index
+    /// ahead of their turn ([`Index::read_ahead`]), while the current one
+    /// decides and commits. Their reads may be stale by then; the commit
+    /// validates them like any read raced by another writer, so verdicts stay
+    /// those of one-after-another. 0: off.
+    pub read_ahead: usize,
     /// XREADGROUP BLOCK, milliseconds. Shutdown may wait this long for a read.
     pub block_ms: u64,
     /// Entries pending in a consumer for this long are claimed (crash recovery).
@@ -115,6 +121,7 @@ impl Default for WorkerConfig {
             max_in_flight: 1024,
             ordered: true,
             index_concurrency: 32,
+            read_ahead: 8,
             block_ms: 1000,
             claim_min_idle_ms: 60_000,
             claim_interval_ms: 5_000,
@@ -135,6 +142,11 @@ impl WorkerConfig {
         if self.batch_size == 0 || self.max_in_flight < self.batch_size {
             return Err(
                 "worker.batch_size must be positive and at most worker.max_in_flight".into(),
+            );
+        }
+        if self.read_ahead > 256 {
+            return Err(
+                "worker.read_ahead is at most 256 (reads further ahead are all stale)".into(),
             );
         }
         if self.index_concurrency == 0 || self.max_deliveries == 0 {
@@ -689,8 +701,13 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
 }
 
 /// Call the index, retrying while it is unavailable. `None`: give up on this
-/// entry for now (it stays pending and comes back).
-async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Resolution> {
+/// entry for now (it stays pending and comes back). `ahead`: what an
+/// insert-check read ahead of its turn, used by its first attempt.
+async fn resolve<I: Index>(
+    shared: &Shared<I>,
+    prepared: Prepared,
+    mut ahead: Option<I::ReadAhead>,
+) -> Option<Resolution> {
     let _permit = shared.index_permits.acquire().await.ok()?;
     let mut attempt = 0u32;
     loop {
@@ -698,7 +715,9 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
         let result: Result<Resolution, IndexError> = match &prepared {
             Prepared::Ready(r) => return Some(r.clone()),
             Prepared::Check(entry, insert) => {
-                let outcome = if *insert {
+                let outcome = if let (true, Some(read)) = (*insert, ahead.take()) {
+                    shared.index.check_and_insert_after(entry, read).await
+                } else if *insert {
                     shared.index.check_and_insert(entry).await
                 } else {
                     shared.index.query(entry).await
@@ -749,6 +768,64 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
                 return None;
             }
         }
+    }
+}
+
+/// An ordered batch's index calls, one after another in stream order, the
+/// first read of each insert-check done up to `read_ahead` entries early
+/// (concurrently, pipelined on the shared connection) while the entries
+/// before it decide and commit. A query or a delete is a barrier: nothing
+/// after it is read before it is done, since what it does (or, for a query,
+/// what it must see) depends on the entries before it.
+async fn resolve_in_order<I: Index + 'static>(
+    shared: &Arc<Shared<I>>,
+    prepared: Vec<Prepared>,
+    out: &mut Vec<Option<Resolution>>,
+) {
+    let depth = shared.config.read_ahead;
+    if depth == 0 {
+        for p in prepared {
+            out.push(resolve(shared, p, None).await);
+        }
+        return;
+    }
+    type Read<I> = Result<<I as Index>::ReadAhead, IndexError>;
+    let mut prepared: Vec<Option<Prepared>> = prepared.into_iter().map(Some).collect();
+    let mut reads: VecDeque<(usize, tokio::task::JoinHandle<Read<I>>)> = VecDeque::new();
+    let mut next = 0;
+    for i in 0..prepared.len() {
+        next = next.max(i);
+        while next < prepared.len() && next <= i + depth {
+            match &prepared[next] {
+                Some(Prepared::Check(entry, true)) => {
+                    let (shared, entry) = (shared.clone(), entry.clone());
+                    let read = tokio::spawn(async move {
+                        let started = Instant::now();
+                        let read = shared.index.read_ahead(&entry).await;
+                        shared.metrics.read_ahead_latency.observe(started.elapsed());
+                        read
+                    });
+                    reads.push_back((next, read));
+                }
+                Some(Prepared::Ready(_)) | None => {}
+                Some(_) if next > i => break,
+                Some(_) => {}
+            }
+            next += 1;
+        }
+        let ahead = match reads.front() {
+            Some((at, _)) if *at == i => match reads.pop_front().map(|(_, h)| h) {
+                Some(read) => match read.await {
+                    Ok(Ok(read)) => Some(read),
+                    // Read again on its turn, where failures are retried.
+                    Ok(Err(_)) | Err(_) => None,
+                },
+                None => None,
+            },
+            _ => None,
+        };
+        let p = prepared[i].take().expect("each entry is resolved once");
+        out.push(resolve(shared, p, ahead).await);
     }
 }
 
@@ -820,9 +897,7 @@ async fn finish_batch<I: Index + 'static>(
         if let Some(wait) = turn.wait {
             let _ = wait.await;
         }
-        for p in prepared {
-            resolutions.push(resolve(shared, p).await);
-        }
+        resolve_in_order(shared, prepared, &mut resolutions).await;
         let _ = turn.done.send(());
     } else {
         // Index calls, concurrently (bounded by `index_permits`), started in stream order.
@@ -831,7 +906,7 @@ async fn finish_batch<I: Index + 'static>(
         let mut calls = JoinSet::new();
         for (i, p) in prepared.into_iter().enumerate() {
             let shared = shared.clone();
-            calls.spawn(async move { (i, resolve(&shared, p).await) });
+            calls.spawn(async move { (i, resolve(&shared, p, None).await) });
         }
         while let Some(done) = calls.join_next().await {
             match done {
