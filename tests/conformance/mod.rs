@@ -243,7 +243,14 @@ pub async fn a_stale_read_ahead_gives_the_verdict_of_now<I: Index>(idx: &I) {
             .await
             .expect("check_and_insert_after")
     };
-    // Read ahead on an empty index, then each one's original stored.
+    // Something stored first, so that the buckets the originals go to exist
+    // at the read ahead: only what was stored since can then make it stale.
+    verdict(
+        idx,
+        &entry("seed", t - 1, fp(0x0123_4567_89ab_cdef, 99, &[])),
+    )
+    .await;
+    // Read ahead, then each one's original stored.
     let sketch_a = sketch(1, 12);
     // 12 bits apart, 3 in each block (as `flip(12)` from `S`): no block shared.
     let (t_orig, t_copy) = (0x5a5a_3c3c_a5a5_c3c3, 0x5a5a_3c3c_a5a5_c3c3 ^ S ^ flip(12));
