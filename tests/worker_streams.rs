@@ -513,16 +513,45 @@ async fn one_worker_keeps_the_first_of_each_group() {
 async fn one_worker_keeps_the_first_of_each_group_on_redis_reading_ahead() {
     let server = RedisServer::start();
     for (ns, read_ahead) in [("ahead", 8), ("ahead-far", 64), ("ahead-off", 0)] {
-        let index = RedisIndex::connect(
-            &server.url(),
-            ns,
-            DecisionConfig::default(),
-            RedisIndexOptions::default(),
-        )
-        .await
-        .unwrap();
-        keeps_the_first_of_each_group(&server, ns, Arc::new(index), read_ahead).await;
+        let index = redis_index(&server, ns).await;
+        keeps_the_first_of_each_group(&server, ns, index, read_ahead).await;
     }
+}
+
+/// One worker on `index` until `outputs` entries are answered, then stopped.
+async fn run_until_answered<I: Index + 'static>(
+    server: &RedisServer,
+    ns: &str,
+    index: Arc<I>,
+    config: WorkerConfig,
+    outputs: usize,
+) {
+    let (trigger, _) = ShutdownTrigger::new();
+    let (handle, _) = spawn_worker(
+        server,
+        ns,
+        index,
+        &fingerprinter(),
+        config,
+        &trigger,
+        1 << 20,
+    );
+    wait_for_outputs(server, &Keys::new(ns), outputs).await;
+    trigger.fire();
+    handle.await.unwrap();
+}
+
+/// A Redis index of namespace `ns` on `server`, with the default decision.
+async fn redis_index(server: &RedisServer, ns: &str) -> Arc<RedisIndex> {
+    let index = RedisIndex::connect(
+        &server.url(),
+        ns,
+        DecisionConfig::default(),
+        RedisIndexOptions::default(),
+    )
+    .await
+    .unwrap();
+    Arc::new(index)
 }
 
 /// 40 groups of 4 copies, each copy right behind its original (a burst of
@@ -546,25 +575,13 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
             );
         }
     }
-    let (trigger, _) = ShutdownTrigger::new();
     let config = WorkerConfig {
         consumer: "solo".into(),
         batch_size: 8,
         read_ahead,
         ..fast_config()
     };
-    let (handle, _) = spawn_worker(
-        server,
-        ns,
-        index,
-        &fingerprinter(),
-        config,
-        &trigger,
-        1 << 20,
-    );
-    wait_for_outputs(server, &keys, (groups * copies) as usize).await;
-    trigger.fire();
-    handle.await.unwrap();
+    run_until_answered(server, ns, index, config, (groups * copies) as usize).await;
     for f in assert_exactly_once(&mut conn, &keys, "simdedup") {
         let (group, variant) = f["id"].split_once('-').unwrap();
         if variant == "v0" {
@@ -629,15 +646,7 @@ async fn reading_ahead_never_passes_a_delete_or_a_query() {
             &[("id", id("v1").as_bytes()), ("text", text(1).as_bytes())],
         );
     }
-    let index = RedisIndex::connect(
-        &server.url(),
-        ns,
-        DecisionConfig::default(),
-        RedisIndexOptions::default(),
-    )
-    .await
-    .unwrap();
-    let (trigger, _) = ShutdownTrigger::new();
+    let index = redis_index(&server, ns).await;
     let config = WorkerConfig {
         consumer: "solo".into(),
         // Two whole groups per batch (a batch is read ahead within itself).
@@ -645,18 +654,7 @@ async fn reading_ahead_never_passes_a_delete_or_a_query() {
         read_ahead: 4,
         ..fast_config()
     };
-    let (handle, _) = spawn_worker(
-        &server,
-        ns,
-        Arc::new(index),
-        &fingerprinter(),
-        config,
-        &trigger,
-        1 << 20,
-    );
-    wait_for_outputs(&server, &keys, (groups * 6) as usize).await;
-    trigger.fire();
-    handle.await.unwrap();
+    run_until_answered(&server, ns, index, config, (groups * 6) as usize).await;
     let out = read_stream(&mut conn, &keys.output_stream());
     assert_eq!(out.len(), (groups * 6) as usize);
     for (_, f) in &out {
