@@ -32,7 +32,9 @@
 --          empty; the 5th: list in h: even when full), S times s: key, field
 --          and value read
 -- then     B = live buckets the gather saw (-1: bulk preload, nothing to check),
---          and B times: label, counter read, in range (0/1)
+--          and B times: label, counter read, in range (0/1), and which lists
+--          were full when read ('1' per list: the content list, then the S
+--          sketch lists; "" when not in range)
 --
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"}
 local P, id = ARGV[1], ARGV[2]
@@ -70,18 +72,30 @@ local known = k ~= nil
 -- another content hash but the same field is a conflict too), the lookup
 -- sketch hashes. (An h: field is named by the SimHash's low 24 bits, which
 -- hold its last block.)
-local tokens = {}
+-- `list[t]`: for a token read through a list, its position among the
+-- bucket's full-list flags (1 the content list, 1 + s sketch list s).
+local tokens, list = {}, {}
 for d = 1, 4 do tokens[d] = string.sub(packed, 2 * d - 1, 2 * d) end
-if content ~= '' then tokens[#tokens + 1] = string.sub(packed, 9, 11) end
-for s = 1, S do tokens[#tokens + 1] = string.sub(packed, 13 + 4 * s, 16 + 4 * s) end
+if content ~= '' then
+  tokens[#tokens + 1] = string.sub(packed, 9, 11)
+  list[#tokens] = 1
+end
+for s = 1, S do
+  tokens[#tokens + 1] = string.sub(packed, 13 + 4 * s, 16 + 4 * s)
+  list[#tokens] = 1 + s
+end
 
 -- Why the packed fingerprints `recs` (inserted since the gather; nil for a
 -- deleted one; Redis gives false) change what this check read, or nil: one
 -- has a block of this SimHash among its SimHash bytes, the low 24 bits of this
--- content hash as those of its content, or a lookup sketch hash in its sketch. The records are searched as one string
--- (one string.find per token, not one per token and record: Lua calls into C
--- are what costs here), and each hit is placed in its record by offsets.
-local function conflict(recs)
+-- content hash as those of its content, or a lookup sketch hash in its sketch.
+-- A list that was full when read (`full`, '1' at the token's list position)
+-- cannot have changed: a full list is never appended to, so an article that
+-- shares only that hash (a boilerplate line) is no conflict. The records are
+-- searched as one string (one string.find per token, not one per token and
+-- record: Lua calls into C are what costs here), and each hit is placed in its
+-- record by offsets.
+local function conflict(recs, full)
   local parts, ends, at = {}, {}, 0
   for r = 1, #recs do
     local rec = recs[r]
@@ -96,7 +110,8 @@ local function conflict(recs)
   for t = 1, #tokens do
     local token = tokens[t]
     local from = 1
-    while true do
+    if list[t] and string.sub(full, list[t], list[t]) == '1' then from = #all + 1 end
+    while from <= #all do
       local pos = string.find(all, token, from, true)
       if not pos then break end
       -- The record holding the hit and the hit's offset in it (0-based).
@@ -104,7 +119,9 @@ local function conflict(recs)
       while ends[r] < pos do start = ends[r]; r = r + 1 end
       local off = pos - 1 - start
       if t <= 4 then
-        if off + 2 <= 8 then return 'block' end
+        -- At an even offset: one of its four blocks (at an odd one the token
+        -- straddles two blocks and names no set).
+        if off % 2 == 0 and off + 2 <= 8 then return 'block' end
       elseif content ~= '' and t == 5 then
         if off == 8 then return 'content' end
       elseif off >= 16 and off + 4 <= ends[r] - start then
@@ -130,8 +147,8 @@ elseif #live ~= 2 * B then
   return {'retry', 'buckets'}
 end
 for b = 1, B do
-  local l, counter, inrange = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  i = i + 3
+  local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  i = i + 4
   if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
   local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k')
   -- The bucket expired since the gather (an article lagging by about a bucket):
@@ -150,7 +167,7 @@ for b = 1, B do
         local last = math.min(to, chunk * 100 + 99)
         local handles = {}
         for x = from, last do handles[#handles + 1] = string.format('%d', x - chunk * 100) end
-        local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)))
+        local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)), full)
         if why then return {'retry', why} end
         from = last + 1
       end

@@ -241,6 +241,82 @@ async fn a_full_simhash_list_of_other_simhashes_still_lists_an_article() {
     ));
 }
 
+/// EVALSHA calls (commit scripts) Redis ran since the last `CONFIG RESETSTAT`.
+fn commits_run(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An article that shares only a boilerplate sketch hash with a check — a hash
+/// whose list already names 8 articles, so it is never appended to — changes
+/// nothing the check read: its commit goes through the first time. The same
+/// insert through a list that was not full makes the check read again.
+#[tokio::test]
+async fn an_insert_through_a_full_list_is_no_conflict() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "fulllist").await;
+    let mut conn = server.connection();
+    let t = now_ms();
+    // Sketches: one small (so indexed) shared hash, and 11 of the article's own.
+    let with = |shared: u32, seed: u64| {
+        let mut s: Vec<u32> = sketch(seed, 11).into_iter().map(|h| h | 1 << 31).collect();
+        s.push(shared);
+        s
+    };
+    let (boilerplate, rare) = (7, 9);
+    for i in 0..8u64 {
+        let filler = entry(
+            &format!("filler-{i}"),
+            t,
+            fp(
+                0xa0a0_b0b0_c0c0_d0d0 ^ (i * 0x0101_0101_0101_0101),
+                100 + i,
+                &with(boilerplate, 100 + i),
+            ),
+        );
+        idx.check_and_insert(&filler).await.unwrap();
+    }
+    // SimHashes with no 16-bit block in common with any other here.
+    for (shared, full, b_hash, a_hash) in [
+        (
+            boilerplate,
+            true,
+            0x5555_6666_7777_8888,
+            0x1111_2222_3333_4444,
+        ),
+        (rare, false, 0x9999_aaaa_bbbb_cccc, 0x1234_5678_9abc_def0),
+    ] {
+        let s = u64::from(shared);
+        let b = entry(&format!("b-{s}"), t, fp(b_hash, s, &with(shared, s)));
+        let ahead = idx.read_ahead(&b).await.unwrap();
+        // Stored after b's read: shares the hash, no block, no content.
+        let a = entry(
+            &format!("a-{s}"),
+            t,
+            fp(a_hash, 50 + s, &with(shared, 50 + s)),
+        );
+        assert_eq!(
+            idx.check_and_insert(&a).await.unwrap().verdict,
+            Verdict::Unique
+        );
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut conn)
+            .unwrap();
+        let out = idx.check_and_insert_after(&b, ahead).await.unwrap();
+        assert_eq!(out.verdict, Verdict::Unique, "one shared hash of twelve");
+        let expected = if full { 1 } else { 2 };
+        assert_eq!(
+            commits_run(&mut conn),
+            expected,
+            "list of hash {shared} full: {full}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn articles_past_their_retention_are_decided_but_not_stored() {
     let server = RedisServer::start();

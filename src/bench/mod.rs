@@ -316,6 +316,10 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             RedisIndexOptions {
                 expected_articles: n,
                 bucket_ms: options.bucket_hours.map(|h| h * 3_600_000),
+                // A preload pipeline or a burst of checks on a busy 2-core
+                // box may keep Redis longer than a worker's 2 s: a long run
+                // must not die of it (a timeout only matters when hit).
+                response_timeout: std::time::Duration::from_secs(60),
                 ..RedisIndexOptions::default()
             },
         )

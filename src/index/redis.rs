@@ -786,7 +786,9 @@ impl RedisIndex {
             "expired" => Committed::Expired,
             "replay" => Committed::Replay,
             "retry" => {
-                tracing::trace!(id = %entry.id, reason = %string(it.next()).unwrap_or_default(), "commit conflict, retrying");
+                let why = string(it.next()).unwrap_or_default();
+                eprintln!("DBG retry {} {why}", entry.id);
+                tracing::trace!(id = %entry.id, reason = %why, "commit conflict, retrying");
                 Committed::Retry
             }
             other => return Err(bad_reply(other)),
@@ -875,7 +877,10 @@ impl RedisIndex {
         };
         inv.arg(snap.buckets.len());
         for b in &snap.buckets {
-            inv.arg(&b.label).arg(&b.counter).arg(u8::from(b.in_range));
+            inv.arg(&b.label)
+                .arg(&b.counter)
+                .arg(u8::from(b.in_range))
+                .arg(b.full_lists());
         }
         inv
     }
@@ -1213,6 +1218,29 @@ struct BucketSnap {
     /// `h:` (key, field, value) of the SimHashes resolved.
     resolved: Vec<(String, String, Vec<u8>)>,
     cands: Vec<Cand>,
+}
+
+impl BucketSnap {
+    /// Which lists read in this bucket were full ('1'): the content list, then
+    /// each sketch list. A full list is never appended to, so an insert that
+    /// shares only its hash changes nothing this check read: commit.lua does
+    /// not count it as a conflict (a boilerplate line shared by thousands of
+    /// articles would otherwise make checks retry for nothing).
+    fn full_lists(&self) -> String {
+        if !self.in_range {
+            return String::new();
+        }
+        std::iter::once(&self.content_value)
+            .chain(&self.signature_values)
+            .map(|v| {
+                if parse_handles(v).count() >= super::LISTED_PER_HASH {
+                    '1'
+                } else {
+                    '0'
+                }
+            })
+            .collect()
+    }
 }
 
 enum Committed {
