@@ -786,9 +786,7 @@ impl RedisIndex {
             "expired" => Committed::Expired,
             "replay" => Committed::Replay,
             "retry" => {
-                let why = string(it.next()).unwrap_or_default();
-                eprintln!("DBG retry {} {why}", entry.id);
-                tracing::trace!(id = %entry.id, reason = %why, "commit conflict, retrying");
+                tracing::trace!(id = %entry.id, reason = %string(it.next()).unwrap_or_default(), "commit conflict, retrying");
                 Committed::Retry
             }
             other => return Err(bad_reply(other)),
