@@ -594,12 +594,11 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
 }
 
 /// Reading ahead keeps deletes and queries in their stream places: each group
-/// is `v0, query v2, filler, filler, delete v0, v1`, read 4 ahead. The query
-/// sees `v0` (queries are never read ahead: nothing would validate a stale
-/// one); `v1`, after the delete, is unique. (A delete is also a barrier to
-/// reading ahead. With the Redis index a read past it would do no harm here:
-/// what a read-ahead names is fetched at the check's turn, and a deleted
-/// article is skipped then; the barrier is for what an index may read ahead.)
+/// is `v0, query v2, filler, filler, delete v0, v0 again, v1`, read 4 ahead.
+/// The query sees `v0` (queries are never read ahead: nothing would validate a
+/// stale one). `v0` sent again after its delete is stored afresh — unique, not
+/// a replay of the deleted one, which a read passing the delete could have
+/// seen — and `v1` is a copy of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_ahead_never_passes_a_delete_or_a_query() {
     let server = RedisServer::start();
@@ -643,6 +642,11 @@ async fn reading_ahead_never_passes_a_delete_or_a_query() {
         xadd(
             &mut conn,
             &keys,
+            &[("id", id("v0").as_bytes()), ("text", text(0).as_bytes())],
+        );
+        xadd(
+            &mut conn,
+            &keys,
             &[("id", id("v1").as_bytes()), ("text", text(1).as_bytes())],
         );
     }
@@ -650,17 +654,24 @@ async fn reading_ahead_never_passes_a_delete_or_a_query() {
     let config = WorkerConfig {
         consumer: "solo".into(),
         // Two whole groups per batch (a batch is read ahead within itself).
-        batch_size: 12,
+        batch_size: 14,
         read_ahead: 4,
         ..fast_config()
     };
-    run_until_answered(&server, ns, index, config, (groups * 6) as usize).await;
+    run_until_answered(&server, ns, index, config, (groups * 7) as usize).await;
     let out = read_stream(&mut conn, &keys.output_stream());
-    assert_eq!(out.len(), (groups * 6) as usize);
+    assert_eq!(out.len(), (groups * 7) as usize);
     for (_, f) in &out {
         let (group, variant) = f["id"].split_once('-').unwrap();
         match (f["op"].as_str(), variant) {
-            ("check", "v0" | "v1" | "f0" | "f1") => assert_eq!(f["verdict"], "unique", "{f:?}"),
+            ("check", "v0" | "f0" | "f1") => {
+                assert_eq!(f["verdict"], "unique", "{f:?}");
+                assert!(!f.contains_key("replayed"), "{f:?}");
+            }
+            ("check", "v1") => {
+                assert_eq!(f["verdict"], "duplicate", "{f:?}");
+                assert_eq!(f["dup_of"], format!("{group}-v0"), "{f:?}");
+            }
             ("query", "v2") => {
                 assert_eq!(f["verdict"], "duplicate", "{f:?}");
                 assert_eq!(f["dup_of"], format!("{group}-v0"), "{f:?}");

@@ -364,8 +364,10 @@ impl RedisIndex {
         let mut examined = 0u32;
         for _ in 0..inner.max_attempts {
             let gathered = match ahead.take() {
-                Some(g) => g,
-                None => self.gather(&mut conn, entry, &probe).await?,
+                Some(Gathered::Snapshot(s)) => Gathered::Snapshot(s),
+                // A stored verdict read ahead may be stale (the id deleted
+                // since, by anyone) and no commit would validate it: read again.
+                Some(Gathered::Replay(_)) | None => self.gather(&mut conn, entry, &probe).await?,
             };
             let mut snap = match gathered {
                 Gathered::Replay(stored) => {

@@ -808,8 +808,10 @@ async fn resolve_in_order<I: Index + 'static>(
                     reads.push_back((next, read));
                 }
                 Some(Prepared::Ready(_)) | None => {}
-                Some(_) if next > i => break,
-                Some(_) => {}
+                // A query or a delete: nothing past it until it is done (also
+                // when it is this turn's entry: it is resolved below, after
+                // this loop).
+                Some(_) => break,
             }
             next += 1;
         }
