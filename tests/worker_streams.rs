@@ -607,48 +607,29 @@ async fn reading_ahead_never_passes_a_delete_or_a_query() {
     let mut conn = server.connection();
     let groups = 24u64;
     for g in 0..groups {
-        let id = |v: &str| format!("g{g}-{v}");
-        let text = |v: u64| article_text(g, v);
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id("v0").as_bytes()), ("text", text(0).as_bytes())],
-        );
-        xadd(
-            &mut conn,
-            &keys,
-            &[
-                ("id", id("v2").as_bytes()),
-                ("text", text(2).as_bytes()),
-                ("op", b"query"),
-            ],
-        );
-        for f in 0..2 {
-            let filler = article_text(1000 + 2 * g + f, 0);
-            xadd(
-                &mut conn,
-                &keys,
-                &[
-                    ("id", id(&format!("f{f}")).as_bytes()),
-                    ("text", filler.as_bytes()),
-                ],
-            );
+        // (id suffix, text: article variant or filler number, op)
+        let group: [(String, u64, &str); 7] = [
+            ("v0".into(), 0, "check"),
+            ("v2".into(), 2, "query"),
+            ("f0".into(), 1000 + 2 * g, "check"),
+            ("f1".into(), 1001 + 2 * g, "check"),
+            ("v0".into(), 0, "delete"),
+            ("v0".into(), 0, "check"),
+            ("v1".into(), 1, "check"),
+        ];
+        for (v, t, op) in group {
+            let id = format!("g{g}-{v}");
+            let text = if t >= 1000 {
+                article_text(t, 0)
+            } else {
+                article_text(g, t)
+            };
+            let mut fields = vec![("id", id.as_bytes()), ("op", op.as_bytes())];
+            if op != "delete" {
+                fields.push(("text", text.as_bytes()));
+            }
+            xadd(&mut conn, &keys, &fields);
         }
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id("v0").as_bytes()), ("op", b"delete")],
-        );
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id("v0").as_bytes()), ("text", text(0).as_bytes())],
-        );
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id("v1").as_bytes()), ("text", text(1).as_bytes())],
-        );
     }
     let index = redis_index(&server, ns).await;
     let config = WorkerConfig {
