@@ -285,4 +285,22 @@ mod tests {
             assert_eq!(s.validate().is_ok(), ok, "{hours:?}");
         }
     }
+
+    #[test]
+    fn read_ahead_is_0_to_256_and_says_why() {
+        for (n, ok) in [(0, true), (8, true), (256, true), (257, false)] {
+            let mut s = Settings::default();
+            s.worker.read_ahead = n;
+            match s.validate() {
+                Ok(()) => assert!(ok, "{n} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{n} refused: {e}");
+                    assert!(
+                        e.to_string().contains("worker.read_ahead is at most 256"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+    }
 }
