@@ -345,6 +345,16 @@ pub async fn measure_checks(
         plain_calls += s.calls * share;
         inner_calls += s.calls * (1.0 - share);
     }
+    // Where the time goes, command by command (`SIMDEDUP_LOG=simdedup=debug`).
+    for (name, s) in stats.iter().filter(|(name, _)| !is_bench_command(name)) {
+        tracing::debug!(
+            command = %name,
+            calls_per_check = format_args!("{:.2}", per(s.calls)),
+            usec_per_check = format_args!("{:.1}", per(s.usec)),
+            usec_per_call = format_args!("{:.2}", s.usec_per_call()),
+            "commandstats"
+        );
+    }
     Ok(Checks {
         checks: n,
         concurrency,
