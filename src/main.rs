@@ -179,6 +179,12 @@ struct BenchArgs {
     /// and more memory held.
     #[arg(long, value_name = "HOURS")]
     bucket_hours: Option<u64>,
+    /// Sketch hashes looked up per article, in the index and the workers (the
+    /// `decision.lookup_signatures` setting, 1-12; default 4): fewer mean fewer
+    /// Redis reads and writes per check and less memory, and lower recall on
+    /// rewrites (docs/benchmarks.md, "Leaner profiles").
+    #[arg(long, value_name = "N")]
+    lookup_signatures: Option<usize>,
     /// Articles per end-to-end run (default 20000; --quick: 5000). With --corpus,
     /// at most the corpus size divided by the number of worker counts: each
     /// worker count sends its own slice, so no run on a filled index re-sends
@@ -773,6 +779,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     o.read_ahead = args.read_ahead;
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
     o.bucket_hours = args.bucket_hours;
+    o.lookup_signatures = args.lookup_signatures;
     o.progress = !args.no_progress;
     o.command_line = std::iter::once("simdedup".to_owned())
         .chain(std::env::args().skip(1).map(|a| {

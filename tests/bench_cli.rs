@@ -163,3 +163,22 @@ fn without_redis_server_it_says_how_to_install_it() {
     assert!(stderr.contains("redis-server was not found"), "{stderr}");
     assert!(stderr.contains("apt-get install redis-server"), "{stderr}");
 }
+
+#[test]
+fn lookup_signatures_outside_the_sketch_are_refused_before_anything_starts() {
+    for n in ["0", "13"] {
+        let out = Command::new(BIN)
+            .args(["bench", "--quick", "--lookup-signatures", n])
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "--lookup-signatures {n} was accepted"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--lookup-signatures must be 1 to 12 (the hashes in a sketch)"),
+            "{stderr}"
+        );
+    }
+}

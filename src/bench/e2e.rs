@@ -160,6 +160,8 @@ pub struct WorkerSetup {
     pub read_ahead: Option<usize>,
     /// `bucket_hours` of the workers (`SIMDEDUP_BUCKET_HOURS`); their default otherwise.
     pub bucket_hours: Option<u64>,
+    /// `decision.lookup_signatures` of the workers; their default otherwise.
+    pub lookup_signatures: Option<usize>,
     pub timeout: Duration,
     /// Workers' stderr goes to files here.
     pub log_dir: PathBuf,
@@ -202,6 +204,9 @@ impl Workers {
             }
             if let Some(h) = setup.bucket_hours {
                 cmd.env("SIMDEDUP_BUCKET_HOURS", h.to_string());
+            }
+            if let Some(n) = setup.lookup_signatures {
+                cmd.env("SIMDEDUP_DECISION__LOOKUP_SIGNATURES", n.to_string());
             }
             let stderr = File::create(&log)?;
             let child = cmd

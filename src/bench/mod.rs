@@ -72,6 +72,9 @@ pub struct BenchOptions {
     /// Bucket length in hours of the index and the workers (`bucket_hours`);
     /// their default (24 h) otherwise.
     pub bucket_hours: Option<u64>,
+    /// Sketch hashes looked up per article (`decision.lookup_signatures`) of
+    /// the index and the workers; their default (4) otherwise.
+    pub lookup_signatures: Option<usize>,
     /// Give up on an end-to-end run after this long.
     pub e2e_timeout: Duration,
     /// The `simdedup` binary the workers run.
@@ -100,6 +103,7 @@ impl BenchOptions {
             max_in_flight: None,
             read_ahead: None,
             bucket_hours: None,
+            lookup_signatures: None,
             e2e_timeout: Duration::from_secs(900),
             worker_exe,
             progress: true,
@@ -182,6 +186,12 @@ impl BenchOptions {
         if self.bucket_hours.is_some_and(|h| h == 0 || h > 720) {
             return bad("--bucket-hours must be 1 to 720");
         }
+        let sketch = crate::fingerprint::FingerprintConfig::default().signatures;
+        if self.lookup_signatures.is_some_and(|n| n == 0 || n > sketch) {
+            return Err(BenchError::Options(format!(
+                "--lookup-signatures must be 1 to {sketch} (the hashes in a sketch)"
+            )));
+        }
         if !self.workers.is_empty() && self.e2e_articles == 0 {
             return bad("--e2e-articles must be positive (or --no-e2e)");
         }
@@ -245,6 +255,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         max_in_flight: options.max_in_flight,
         read_ahead: options.read_ahead,
         bucket_hours: options.bucket_hours,
+        lookup_signatures: options.lookup_signatures,
         timeout: options.e2e_timeout,
         log_dir: server.dir().to_owned(),
     };
@@ -307,7 +318,10 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 });
             }
         }
-        let decision = DecisionConfig::default();
+        let mut decision = DecisionConfig::default();
+        if let Some(n) = options.lookup_signatures {
+            decision.lookup_signatures = n;
+        }
         let gen = FingerprintGen::new(options.seed, now_ms(), decision.window_ms);
         let index = RedisIndex::connect(
             &url,
