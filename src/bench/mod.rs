@@ -154,6 +154,12 @@ pub struct SizeResult {
     pub memory: Memory,
     pub checks: Checks,
     pub e2e: Vec<E2e>,
+    /// The empty-index runs again, right after this size's, on a second
+    /// private `redis-server`: the baseline of the same minutes. A shared VM
+    /// can run 30 % slower half an hour into a bench than at its start, and a
+    /// ratio against the first empty-index runs would count that as the
+    /// index's cost.
+    pub empty_after: Vec<E2e>,
 }
 
 /// A whole bench run.
@@ -381,8 +387,12 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             memory,
             checks,
             e2e: Vec::new(),
+            empty_after: Vec::new(),
         };
         result.e2e = runs.all(&mut conn, &format!("{n} articles"), false).await?;
+        if !result.e2e.is_empty() {
+            result.empty_after = runs.empty_again(&format!("after {n} articles")).await?;
+        }
         report.sizes.push(result);
     }
     report.load_end = report::load_average();
@@ -436,6 +446,30 @@ impl E2eRuns<'_> {
             results.push(r);
         }
         Ok(results)
+    }
+
+    /// The empty-index runs once more, on a second private `redis-server`
+    /// started for them (the first one holds the filled index), with the same
+    /// slices and workers; stopped when they are done.
+    async fn empty_again(&mut self, label: &str) -> Result<Vec<E2e>, BenchError> {
+        let server = RedisServer::start_with(&["--maxmemory-policy", "noeviction"])?;
+        let setup = WorkerSetup {
+            url: server.url(),
+            log_dir: server.dir().to_owned(),
+            ..self.setup.clone()
+        };
+        let mut conn = redis::Client::open(setup.url.as_str())?
+            .get_multiplexed_async_connection()
+            .await?;
+        let mut again = E2eRuns {
+            setup: &setup,
+            ..*self
+        };
+        let runs = again
+            .all(&mut conn, &format!("empty index ({label})"), true)
+            .await?;
+        self.next_run = again.next_run;
+        Ok(runs)
     }
 }
 
