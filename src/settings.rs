@@ -123,6 +123,14 @@ impl Settings {
 
     pub fn validate(&self) -> Result<(), SettingsError> {
         self.decision.validate().map_err(SettingsError::Invalid)?;
+        if self.decision.lookup_signatures > self.fingerprint.signatures {
+            return Err(SettingsError::Invalid(format!(
+                "decision.lookup_signatures = {} but a sketch holds only fingerprint.signatures = {} hashes: use 1 to {}",
+                self.decision.lookup_signatures,
+                self.fingerprint.signatures,
+                self.fingerprint.signatures
+            )));
+        }
         if self.max_text_bytes == 0 {
             return Err(SettingsError::Invalid(
                 "max_text_bytes must be positive".into(),
@@ -283,6 +291,25 @@ mod tests {
                 ..Settings::default()
             };
             assert_eq!(s.validate().is_ok(), ok, "{hours:?}");
+        }
+    }
+
+    #[test]
+    fn lookup_signatures_cannot_exceed_the_sketch() {
+        for (n, ok) in [(1, true), (12, true), (13, false), (40, false)] {
+            let mut s = Settings::default();
+            s.decision.lookup_signatures = n;
+            match s.validate() {
+                Ok(()) => assert!(ok, "{n} accepted"),
+                Err(e) => {
+                    assert!(!ok, "{n} refused: {e}");
+                    assert!(
+                        e.to_string()
+                            .contains("fingerprint.signatures = 12 hashes: use 1 to 12"),
+                        "{e}"
+                    );
+                }
+            }
         }
     }
 
