@@ -18,7 +18,6 @@ use super::synthetic::TextGen;
 use super::worker_metrics::{scrape, Buckets, IndexLatency, INDEX_SECONDS, READ_AHEAD_SECONDS};
 use super::BenchError;
 use crate::keys::Keys;
-use crate::redis_server::free_port;
 use crate::worker::stream::parse_raw_entry;
 use crate::worker::tools::produce;
 
@@ -167,6 +166,40 @@ pub struct WorkerSetup {
     pub log_dir: PathBuf,
 }
 
+/// A free port for a worker's `/metrics` listener, below the kernel's range of
+/// ephemeral ports (`/proc/sys/net/ipv4/ip_local_port_range`). A port the kernel
+/// hands out for `:0` is free only until someone else gets it, and the bench's
+/// own outgoing connections (to Redis, from the workers) are given ports from
+/// that very range: once in a long run, a worker found its port taken ("Address
+/// already in use"). Below the range, only a process binding that port by
+/// number can take it. The search starts at a place that differs per process
+/// and per worker, so concurrent benches rarely try the same ports.
+fn listener_port(worker: usize) -> std::io::Result<u16> {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOWEST: u16 = 10_000;
+    if ephemeral_start <= LOWEST + 1_000 {
+        // An unusual range leaves no room below it: any free port will do.
+        return Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port());
+    }
+    let span = u32::from(ephemeral_start - LOWEST);
+    let first = (std::process::id().wrapping_mul(7919) + 97 * worker as u32) % span;
+    for i in 0..span {
+        let port = LOWEST + ((first + i) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("no free port for a worker's /metrics between {LOWEST} and {ephemeral_start}"),
+    ))
+}
+
 /// Worker processes, killed on drop (error, Ctrl-C) unless stopped before.
 struct Workers {
     /// Each worker, its log file and the port of its `/metrics` listener.
@@ -180,7 +213,7 @@ impl Workers {
         };
         for w in 0..n {
             let log = setup.log_dir.join(format!("worker-{run}-{w}.log"));
-            let port = free_port()?;
+            let port = listener_port(w)?;
             let mut cmd = Command::new(&setup.exe);
             cmd.args(["worker", "--redis-url", &setup.url])
                 .args(["--namespace", &setup.namespace])
@@ -445,6 +478,26 @@ async fn count_verdicts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_ports_are_free_and_outside_the_ephemeral_range() {
+        let start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768);
+        for w in 0..4 {
+            let port = listener_port(w).unwrap();
+            if start > 11_000 {
+                assert!((10_000..start).contains(&port), "{port}");
+            }
+            // Free: it can be bound right now.
+            std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+        // A taken port is skipped.
+        let port = listener_port(1).unwrap();
+        let _held = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        assert_ne!(listener_port(1).unwrap(), port);
+    }
 
     #[test]
     fn corpus_lines_that_are_not_articles_are_counted_not_lost_silently() {
