@@ -168,12 +168,14 @@ pub struct WorkerSetup {
 
 /// A free port for a worker's `/metrics` listener, below the kernel's range of
 /// ephemeral ports (`/proc/sys/net/ipv4/ip_local_port_range`). A port the kernel
-/// hands out for `:0` is free only until someone else gets it, and the bench's
-/// own outgoing connections (to Redis, from the workers) are given ports from
-/// that very range: once in a long run, a worker found its port taken ("Address
-/// already in use"). Below the range, only a process binding that port by
-/// number can take it. The search starts at a place that differs per process
-/// and per worker, so concurrent benches rarely try the same ports.
+/// hands out for `:0` is free only until someone else gets it: the next `:0`
+/// may hand it out again (to the next worker, before the first has bound it),
+/// and the bench's own outgoing connections (to Redis, from the workers) are
+/// given ports from that very range. Once in a long run, a worker found its
+/// port taken ("Address already in use"). Below the range, only a process
+/// binding that port by number can take it, and each worker's search starts at
+/// its own place (97 ports apart; the start also differs per process, so
+/// concurrent benches rarely try the same ports).
 fn listener_port(worker: usize) -> std::io::Result<u16> {
     let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
