@@ -294,40 +294,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn lookup_signatures_cannot_exceed_the_sketch() {
-        for (n, ok) in [(1, true), (12, true), (13, false), (40, false)] {
+    /// Each `(value, accepted)` set by `set` on the defaults: accepted values
+    /// validate, refused ones fail with a message containing `says`.
+    fn check_range(set: impl Fn(&mut Settings, usize), cases: &[(usize, bool)], says: &str) {
+        for &(n, ok) in cases {
             let mut s = Settings::default();
-            s.decision.lookup_signatures = n;
+            set(&mut s, n);
             match s.validate() {
                 Ok(()) => assert!(ok, "{n} accepted"),
                 Err(e) => {
                     assert!(!ok, "{n} refused: {e}");
-                    assert!(
-                        e.to_string()
-                            .contains("fingerprint.signatures = 12 hashes: use 1 to 12"),
-                        "{e}"
-                    );
+                    assert!(e.to_string().contains(says), "{e}");
                 }
             }
         }
     }
 
     #[test]
-    fn read_ahead_is_0_to_256_and_says_why() {
-        for (n, ok) in [(0, true), (8, true), (256, true), (257, false)] {
-            let mut s = Settings::default();
-            s.worker.read_ahead = n;
-            match s.validate() {
-                Ok(()) => assert!(ok, "{n} accepted"),
-                Err(e) => {
-                    assert!(!ok, "{n} refused: {e}");
-                    assert!(
-                        e.to_string().contains("worker.read_ahead is at most 256"),
-                        "{e}"
-                    );
-                }
-            }
-        }
+    fn ranged_settings_refuse_what_is_outside_and_say_the_range() {
+        // lookup_signatures: at most the hashes a sketch holds.
+        check_range(
+            |s, n| s.decision.lookup_signatures = n,
+            &[(1, true), (12, true), (13, false), (40, false)],
+            "fingerprint.signatures = 12 hashes: use 1 to 12",
+        );
+        check_range(
+            |s, n| s.worker.read_ahead = n,
+            &[(0, true), (8, true), (256, true), (257, false)],
+            "worker.read_ahead is at most 256",
+        );
     }
 }
