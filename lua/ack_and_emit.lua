@@ -23,18 +23,15 @@ local dead_maxlen = tonumber(ARGV[3])
 local delete_processed = ARGV[4] == '1'
 local n = tonumber(ARGV[5])
 
+-- XADD one entry whose field/value pairs are ARGV[first .. first + count - 1],
+-- passed straight from ARGV (no table built per entry: this script handles a
+-- whole chunk of a batch, so per-entry work is what it costs).
 local function xadd(key, maxlen, first, count)
-  local args = {'XADD', key}
   if maxlen > 0 then
-    args[#args + 1] = 'MAXLEN'
-    args[#args + 1] = '~'
-    args[#args + 1] = maxlen
+    redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, first + count - 1))
+  else
+    redis.call('XADD', key, '*', unpack(ARGV, first, first + count - 1))
   end
-  args[#args + 1] = '*'
-  for j = first, first + count - 1 do
-    args[#args + 1] = ARGV[j]
-  end
-  redis.call(unpack(args))
 end
 
 local results = {}

@@ -323,5 +323,10 @@ mod tests {
             &[(0, true), (8, true), (256, true), (257, false)],
             "worker.read_ahead is at most 256",
         );
+        check_range(
+            |s, n| s.worker.fingerprint_nice = n as u8,
+            &[(0, true), (10, true), (19, true), (20, false)],
+            "use 0 (same priority) to 19 (lowest)",
+        );
     }
 }

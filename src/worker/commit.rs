@@ -1,5 +1,6 @@
-//! The commit: one Lua script call per batch that acks the input entries and,
-//! for each entry it actually acked, writes the output entry (and the dead letter).
+//! The commit: Lua script calls that ack a batch's input entries and, for each
+//! entry actually acked, write the output entry (and the dead letter), at most
+//! [`ENTRIES_PER_CALL`] entries per call.
 //!
 //! This is where "exactly one output entry per input entry" is enforced; the
 //! argument is written out in `docs/protocol.md`. The script is idempotent: a
@@ -13,6 +14,13 @@ use redis::{RedisResult, Script};
 use crate::keys::Keys;
 
 static SCRIPT_SOURCE: &str = include_str!("../../lua/ack_and_emit.lua");
+
+/// Entries per ack-and-emit call. A script holds Redis for its whole run, and
+/// every other client's command waits behind it: a batch of 128 news articles
+/// in one call held Redis for 0.85 ms (median, up to 1.6 ms; `SLOWLOG`), which
+/// lands on other checks' latency. 16 entries hold it for about a tenth of that;
+/// the extra calls cost a few microseconds each.
+pub const ENTRIES_PER_CALL: usize = 16;
 
 /// What to write for one input entry.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -292,7 +292,10 @@ impl Metrics {
         self.commit_latency.render(
             &mut out,
             "simdedup_commit_seconds",
-            "Time of one ack-and-emit script call (a whole batch).",
+            &format!(
+                "Time of one ack-and-emit script call (up to {} entries of a batch).",
+                super::commit::ENTRIES_PER_CALL
+            ),
         );
         self.read_latency.render(
             &mut out,

@@ -10,11 +10,12 @@
 //!   flight), reads a batch — first its own pending history, now and then
 //!   entries idle in other consumers (`XAUTOCLAIM`), otherwise new entries —
 //!   and spawns a task for it;
-//! - each **batch task** parses and fingerprints on the blocking pool (rayon
-//!   inside, so CPU work never runs on the async threads), calls the index —
+//! - each **batch task** parses and fingerprints on the worker's own thread
+//!   pool ([`fingerprint_pool`], run at a lower priority so that CPU work
+//!   never delays the async threads that talk to Redis), calls the index —
 //!   by default in stream order, batches taking turns (`WorkerConfig::ordered`),
-//!   so verdicts match `scan` — then commits the whole batch with one script
-//!   call ([`commit`]) and releases its permits.
+//!   so verdicts match `scan` — then commits the batch with script calls of
+//!   up to 16 entries ([`commit`]) and releases its permits.
 //!
 //! Failures never lose an entry: nothing is acked before its output is written
 //! in the same script, and an entry a task gave up on stays pending, to be
@@ -24,6 +25,7 @@
 //! embedded index and deployed with the Redis one.
 
 pub mod commit;
+pub mod fingerprint_pool;
 pub mod http;
 pub mod metrics;
 pub mod output;
@@ -85,6 +87,12 @@ pub struct WorkerConfig {
     /// validates them like any read raced by another writer, so verdicts stay
     /// those of one-after-another. 0: off.
     pub read_ahead: usize,
+    /// How many steps below the rest of the worker its fingerprinting threads
+    /// run (a nice value, 0-19; Linux only; 0: the same priority). The index
+    /// calls wait on the threads that talk to Redis, fingerprinting is bulk
+    /// work done a batch ahead: on a busy host the former should run first
+    /// (`src/worker/fingerprint_pool.rs`).
+    pub fingerprint_nice: u8,
     /// XREADGROUP BLOCK, milliseconds. Shutdown may wait this long for a read.
     pub block_ms: u64,
     /// Entries pending in a consumer for this long are claimed (crash recovery).
@@ -122,6 +130,7 @@ impl Default for WorkerConfig {
             ordered: true,
             index_concurrency: 32,
             read_ahead: 8,
+            fingerprint_nice: 10,
             block_ms: 1000,
             claim_min_idle_ms: 60_000,
             claim_interval_ms: 5_000,
@@ -148,6 +157,12 @@ impl WorkerConfig {
             return Err(
                 "worker.read_ahead is at most 256 (reads further ahead are all stale)".into(),
             );
+        }
+        if self.fingerprint_nice > 19 {
+            return Err(format!(
+                "worker.fingerprint_nice = {} but nice values go up to 19: use 0 (same priority) to 19 (lowest)",
+                self.fingerprint_nice
+            ));
         }
         if self.index_concurrency == 0 || self.max_deliveries == 0 {
             return Err(
@@ -191,6 +206,8 @@ pub enum WorkerError {
     Redis(#[from] RedisError),
     #[error("HTTP listener: {0}")]
     Http(#[from] std::io::Error),
+    #[error("could not start the fingerprinting threads: {0}")]
+    Threads(#[from] rayon::ThreadPoolBuildError),
 }
 
 /// What a worker did before it stopped.
@@ -230,6 +247,8 @@ pub struct Worker<I> {
 struct Shared<I> {
     index: Arc<I>,
     fingerprinter: Fingerprinter,
+    /// Where `fingerprinter` runs, below the priority of the Redis I/O.
+    fingerprint_pool: rayon::ThreadPool,
     config: Arc<WorkerConfig>,
     committer: Committer,
     conn: ConnectionManager,
@@ -346,6 +365,7 @@ impl<I: Index + 'static> Worker<I> {
         let shared = Arc::new(Shared {
             index: self.index.clone(),
             fingerprinter: self.fingerprinter.clone(),
+            fingerprint_pool: fingerprint_pool::build(cfg.fingerprint_nice)?,
             config: cfg.clone(),
             committer,
             conn,
@@ -861,11 +881,13 @@ async fn run_batch<I: Index + 'static>(
     entries: Vec<RawEntry>,
     turn: Turn,
 ) -> (u64, u64) {
-    // CPU work on the blocking pool; rayon spreads the batch over the cores.
+    // CPU work off the async threads: the fingerprinting pool spreads the
+    // batch over the cores, at a lower priority (`fingerprint_pool`).
     let entries = Arc::new(entries);
     let (s, e) = (shared.clone(), entries.clone());
     let prepared = tokio::task::spawn_blocking(move || {
-        e.par_iter().map(|x| prepare(&s, x)).collect::<Vec<_>>()
+        s.fingerprint_pool
+            .install(|| e.par_iter().map(|x| prepare(&s, x)).collect::<Vec<_>>())
     })
     .await;
     let entries = Arc::try_unwrap(entries).unwrap_or_else(|a| (*a).clone());
@@ -931,28 +953,12 @@ async fn finish_batch<I: Index + 'static>(
             kinds.push((r.verdict(), r.signal(), code));
         }
     }
-    // Commit, retried until it succeeds: the script is idempotent.
-    let mut attempt = 0u32;
-    let flags = loop {
-        let started = Instant::now();
-        let mut conn = shared.conn.clone();
-        match shared.committer.commit(&mut conn, &emits).await {
-            Ok(flags) => {
-                shared.metrics.commit_latency.observe(started.elapsed());
-                break flags;
-            }
-            Err(e) => {
-                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
-                if is_connection_error(&e) {
-                    shared.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
-                    shared.health.ready.store(false, Ordering::Relaxed);
-                }
-                attempt += 1;
-                tracing::warn!(error = %e, attempt, "commit failed; retrying");
-                tokio::time::sleep(backoff(attempt, shared.config.backoff_max_ms)).await;
-            }
-        }
-    };
+    // Commit in chunks, each retried until it succeeds (the script is
+    // idempotent), so that Redis is never busy with one of them for long.
+    let mut flags = Vec::with_capacity(emits.len());
+    for chunk in emits.chunks(commit::ENTRIES_PER_CALL) {
+        flags.extend(commit_retrying(shared, chunk).await);
+    }
     let (mut emitted, mut skipped) = (0, 0);
     for (written, (verdict, signal, code)) in flags.iter().zip(kinds) {
         if *written {
@@ -973,4 +979,29 @@ async fn finish_batch<I: Index + 'static>(
     release(shared, entries.iter());
     tracing::debug!(emitted, skipped, "batch committed");
     (emitted, skipped)
+}
+
+/// One ack-and-emit call, retried with backoff until it succeeds.
+async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bool> {
+    let mut attempt = 0u32;
+    loop {
+        let started = Instant::now();
+        let mut conn = shared.conn.clone();
+        match shared.committer.commit(&mut conn, chunk).await {
+            Ok(flags) => {
+                shared.metrics.commit_latency.observe(started.elapsed());
+                return flags;
+            }
+            Err(e) => {
+                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                if is_connection_error(&e) {
+                    shared.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+                    shared.health.ready.store(false, Ordering::Relaxed);
+                }
+                attempt += 1;
+                tracing::warn!(error = %e, attempt, "commit failed; retrying");
+                tokio::time::sleep(backoff(attempt, shared.config.backoff_max_ms)).await;
+            }
+        }
+    }
 }
