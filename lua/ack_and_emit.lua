@@ -25,7 +25,9 @@ local n = tonumber(ARGV[5])
 
 -- XADD one entry whose field/value pairs are ARGV[first .. first + count - 1],
 -- passed straight from ARGV (no table built per entry: this script handles a
--- whole chunk of a batch, so per-entry work is what it costs).
+-- whole chunk of a batch, so per-entry work is what it costs). unpack takes
+-- about 8000 values at most, and an error here would come after the XACK: the
+-- worker bounds what an entry carries (MAX_DEAD_LETTER_FIELDS in output.rs).
 local function xadd(key, maxlen, first, count)
   if maxlen > 0 then
     redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', unpack(ARGV, first, first + count - 1))

@@ -123,7 +123,7 @@ struct WorkerArgs {
     /// Address for /metrics, /healthz, /readyz; empty string disables.
     #[arg(long, value_name = "ADDR")]
     http_addr: Option<String>,
-    /// Entries per read and per commit.
+    /// Entries per read (commits go 16 entries per script call).
     #[arg(long)]
     batch_size: Option<usize>,
     /// Entries read and not yet committed, at most.
@@ -132,6 +132,9 @@ struct WorkerArgs {
     /// Checks of a batch read ahead of their turn, in order (0: off; default 8).
     #[arg(long, value_name = "N")]
     read_ahead: Option<usize>,
+    /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux; default 10).
+    #[arg(long, value_name = "N")]
+    fingerprint_nice: Option<u8>,
     /// Claim entries pending this long in any consumer (milliseconds).
     #[arg(long, value_name = "MS")]
     claim_min_idle_ms: Option<u64>,
@@ -588,6 +591,9 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
     }
     if let Some(v) = args.read_ahead {
         w.read_ahead = v;
+    }
+    if let Some(v) = args.fingerprint_nice {
+        w.fingerprint_nice = v;
     }
     if let Some(v) = args.claim_min_idle_ms {
         w.claim_min_idle_ms = v;

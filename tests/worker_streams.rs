@@ -17,6 +17,7 @@ use simdedup::fingerprint::Fingerprinter;
 use simdedup::index::{EmbeddedIndex, Index, RedisIndex, RedisIndexOptions};
 use simdedup::keys::Keys;
 use simdedup::settings::Settings;
+use simdedup::worker::output::MAX_DEAD_LETTER_FIELDS;
 use simdedup::worker::shutdown::ShutdownTrigger;
 use simdedup::worker::{RunSummary, Worker, WorkerConfig};
 use support::RedisServer;
@@ -211,6 +212,14 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
     for (fields, code) in &cases {
         expected.insert(xadd(&mut conn, &keys, fields), *code);
     }
+    // An entry with thousands of fields (and no text): its dead letter must
+    // still be written, and its output (more values than one Lua call takes).
+    let junk: Vec<(String, String)> = (0..5000).map(|i| (format!("f{i}"), "x".into())).collect();
+    let many: Fields = std::iter::once(("id", &b"many"[..]))
+        .chain(junk.iter().map(|(k, v)| (k.as_str(), v.as_bytes())))
+        .collect();
+    let many_source = xadd(&mut conn, &keys, &many);
+    expected.insert(many_source.clone(), "missing_field");
     // Ops: the good article, a query of a copy (not recorded), deletes.
     let kept = xadd(
         &mut conn,
@@ -233,7 +242,7 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
         &trigger,
         1000,
     );
-    wait_for_outputs(&server, &keys, cases.len() + 1).await;
+    wait_for_outputs(&server, &keys, expected.len() + 1).await;
     // A query of a copy once a1 is in (same event time: inside the window).
     let query = xadd(
         &mut conn,
@@ -245,12 +254,12 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
             ("ts", b"1700000001000"),
         ],
     );
-    wait_for_outputs(&server, &keys, cases.len() + 2).await;
+    wait_for_outputs(&server, &keys, expected.len() + 2).await;
     // Deletes after the check is committed: in stream order they would race it.
     let del = xadd(&mut conn, &keys, &[("id", b"a1"), ("op", b"delete")]);
-    wait_for_outputs(&server, &keys, cases.len() + 3).await;
+    wait_for_outputs(&server, &keys, expected.len() + 3).await;
     let del_again = xadd(&mut conn, &keys, &[("id", b"a1"), ("op", b"delete")]);
-    wait_for_outputs(&server, &keys, cases.len() + 4).await;
+    wait_for_outputs(&server, &keys, expected.len() + 4).await;
     trigger.fire();
     handle.await.unwrap();
 
@@ -294,6 +303,16 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
         .find(|(_, f)| f.get("id").map(String::as_str) == Some("utf8"))
         .unwrap();
     assert!(utf8.1.contains_key("text"), "original fields kept");
+    let many = &dead
+        .iter()
+        .find(|(_, f)| f["source"] == many_source)
+        .unwrap()
+        .1;
+    assert_eq!(
+        many["fields_dropped"],
+        (5001 - MAX_DEAD_LETTER_FIELDS).to_string()
+    );
+    assert_eq!(many["id"], "many");
     assert_eq!(
         metrics
             .dead_letters

@@ -18,8 +18,9 @@ static SCRIPT_SOURCE: &str = include_str!("../../lua/ack_and_emit.lua");
 /// Entries per ack-and-emit call. A script holds Redis for its whole run, and
 /// every other client's command waits behind it: a batch of 128 news articles
 /// in one call held Redis for 0.85 ms (median, up to 1.6 ms; `SLOWLOG`), which
-/// lands on other checks' latency. 16 entries hold it for about a tenth of that;
-/// the extra calls cost a few microseconds each.
+/// lands on other checks' latency. 16 entries hold it for about an eighth of
+/// that (estimated by the entries: 16 of 128); the extra calls cost a few
+/// microseconds each.
 pub const ENTRIES_PER_CALL: usize = 16;
 
 /// What to write for one input entry.

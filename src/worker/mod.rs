@@ -68,7 +68,8 @@ pub struct WorkerConfig {
     /// This worker's consumer name; empty = `<hostname>-<pid>-<random>`. A fixed
     /// name lets a restarted worker resume its own pending entries at once.
     pub consumer: String,
-    /// Entries per XREADGROUP / XAUTOCLAIM (COUNT) and per commit.
+    /// Entries per XREADGROUP / XAUTOCLAIM (COUNT); a batch is committed in
+    /// script calls of [`commit::ENTRIES_PER_CALL`] entries.
     pub batch_size: usize,
     /// Entries read and not yet committed, at most.
     pub max_in_flight: usize,

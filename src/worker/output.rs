@@ -47,6 +47,13 @@ impl Resolution {
     }
 }
 
+/// Original fields a dead letter keeps, at most; how many more there were is in
+/// its `fields_dropped`. The ack-and-emit script passes a dead letter's values
+/// to `XADD` in one Lua call, and Lua 5.1 takes at most about 8,000 values
+/// there: an entry with thousands of fields would be acked, then fail to be
+/// written, and end with no output at all.
+pub const MAX_DEAD_LETTER_FIELDS: usize = 1000;
+
 /// Build the output entry (and the dead letter of a rejection) for `entry`.
 pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
     let mut out: Vec<(&'static str, Vec<u8>)> = Vec::with_capacity(10);
@@ -87,6 +94,11 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
             out.push(("reason", why.to_string().into_bytes()));
             out.push(("code", why.code().into()));
             let mut fields: Vec<(Vec<u8>, Vec<u8>)> = entry.fields.clone().unwrap_or_default();
+            let dropped = fields.len().saturating_sub(MAX_DEAD_LETTER_FIELDS);
+            fields.truncate(MAX_DEAD_LETTER_FIELDS);
+            if dropped > 0 {
+                fields.push((b"fields_dropped".to_vec(), dropped.to_string().into_bytes()));
+            }
             fields.push((b"reason".to_vec(), why.to_string().into_bytes()));
             fields.push((b"code".to_vec(), why.code().into()));
             fields.push((
