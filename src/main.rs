@@ -133,7 +133,7 @@ struct WorkerArgs {
     #[arg(long, value_name = "N")]
     read_ahead: Option<usize>,
     /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux; default 10).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=19))]
     fingerprint_nice: Option<u8>,
     /// Claim entries pending this long in any consumer (milliseconds).
     #[arg(long, value_name = "MS")]
