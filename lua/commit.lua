@@ -35,9 +35,15 @@
 --          and B times: label, counter read, in range (0/1), and which lists
 --          were full when read ('1' per list: the content list, then the S
 --          sketch lists; "" when not in range)
+-- last     '1': write the lookup lists (h:, c:, s:); '0': the worker holds a
+--          replica (src/index/redis/replica.rs) and reads no lists, so none
+--          are written. A bucket records which (n:L field l = '0': none), and
+--          a worker of the other kind is refused rather than served wrong.
 --
--- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"}
+-- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"} |
+-- {"mode", label} (the bucket was written by workers of the other kind)
 local P, id = ARGV[1], ARGV[2]
+local lists = ARGV[#ARGV] ~= '0'
 local reg = KEYS[1]
 local label, start, retain = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local simhex, simdec, content, cfield = ARGV[6], ARGV[7], ARGV[10], ARGV[11]
@@ -150,7 +156,8 @@ for b = 1, B do
   local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
   if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
-  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k')
+  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l')
+  if nk[2] and (nk[3] ~= '0') ~= lists then return {'mode', l} end
   -- The bucket expired since the gather (an article lagging by about a bucket):
   -- gather again, which no longer sees it.
   if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end
@@ -210,6 +217,7 @@ if fresh then
   -- r: how long the bucket's keys live after it starts (bucket length +
   -- window): a process configured otherwise refuses to start (RedisIndex::connect).
   redis.call('HSET', nkey, 'k', k, 'r', ARGV[5])
+  if not lists then redis.call('HSET', nkey, 'l', '0') end
   redis.call('EXPIREAT', nkey, expire_at)
   redis.call('ZADD', reg, start, label)
   redis.call('ZREMRANGEBYSCORE', reg, '-inf', '(' .. (now_ms - retain))
@@ -238,7 +246,7 @@ if fresh or hn % 100 == 0 then
   redis.call('EXPIREAT', mkey, expire_at)
 end
 
-if content ~= '' then
+if content ~= '' and lists then
   if fresh or not known then
     -- Names the worker could not give (a bucket opened here, or a preload).
     hkey, hfield = P .. 'h:' .. label .. ':' .. top(simhex, k), field24(simhex)
@@ -251,6 +259,8 @@ if content ~= '' then
       svals[s] = redis.call('HGET', skeys[s], sfields[s]) or ''
     end
   end
+end
+if content ~= '' then
   for d = 1, 4 do
     local bkey = block_key(P, label, k, d, blocks[d])
     redis.call('SADD', bkey, simdec)
@@ -259,6 +269,8 @@ if content ~= '' then
       redis.call('EXPIREAT', bkey, expire_at)
     end
   end
+end
+if content ~= '' and lists then
   -- Append the handle to the lists read by the gather (unchanged since: the
   -- value is known), unless the list already names 8 articles
   -- (LISTED_PER_HASH in src/index/mod.rs): a hash that many articles of one

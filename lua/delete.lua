@@ -1,14 +1,38 @@
 -- delete.lua: remove an article by id. Its handle stays in the block sets and
 -- signature fields as a tombstone (reads skip it; it expires with its bucket):
--- those only ever grow, which is what lets commit.lua compare sizes.
+-- what a check read only ever grows, which is what commit.lua's validation
+-- relies on.
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] article id.
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
 local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local label, _, ikey, _, slot, chunk = find_id(P, live, id)
+local label, start, ikey, _, slot, chunk = find_id(P, live, id)
 if not label then return 0 end
 redis.call('HDEL', ikey, id)
-for _, family in ipairs({'f', 'm', 'd'}) do
-  redis.call('HDEL', P .. family .. ':' .. label .. ':' .. chunk, slot)
+-- Workers in replica mode (src/index/redis/replica.rs) hold a copy of every
+-- live article: tell them, by an entry in the deletion log (a stream: they
+-- read what came after the last entry they applied). Entries older than the
+-- retention concern expired buckets only: trimmed; the key expires with the
+-- newest bucket a deletion touched.
+local retain = tonumber(redis.call('HGET', P .. 'n:' .. label, 'r') or '0')
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local log = P .. 'deleted'
+redis.call('XADD', log, 'MINID', '~', string.format('%d', now_ms - retain), '*',
+  'b', label, 'h', string.format('%d', chunk * 100 + slot))
+local expire_at = string.format('%d', math.ceil((tonumber(start) + retain) / 1000))
+if redis.call('TTL', log) < 0 then
+  redis.call('EXPIREAT', log, expire_at)
+else
+  redis.call('EXPIREAT', log, expire_at, 'GT')
 end
+-- The fingerprint and meta are emptied, not removed: a chunk whose last entry
+-- went would be removed with it, and the next insert into the chunk would
+-- create it again without an expiry (commit.lua sets it on a chunk's first
+-- handle only). Readers take an empty value for a deleted article.
+for _, family in ipairs({'f', 'm'}) do
+  redis.call('HSET', P .. family .. ':' .. label .. ':' .. chunk, slot, '')
+end
+-- Links are written with their expiry every time.
+redis.call('HDEL', P .. 'd:' .. label .. ':' .. chunk, slot)
 return 1

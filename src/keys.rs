@@ -47,8 +47,17 @@ impl Keys {
         format!("{}buckets", self.prefix)
     }
 
+    /// STREAM of deleted articles (fields `b` = bucket label, `h` = handle),
+    /// so that workers in replica mode forget them; entries older than the
+    /// retention are trimmed, and the key expires with the newest bucket a
+    /// deletion touched.
+    pub fn deletions(&self) -> String {
+        format!("{}deleted", self.prefix)
+    }
+
     /// HASH of bucket `label`: field `n` = handle counter (HINCRBY), field `k` =
-    /// the bucket's shape bits.
+    /// the bucket's shape bits, `r` = its retention (ms after its start), `l` =
+    /// `0` when it keeps no lookup lists (written by workers in replica mode).
     pub fn counter(&self, label: &str) -> String {
         format!("{}n:{label}", self.prefix)
     }

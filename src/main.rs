@@ -188,6 +188,11 @@ struct BenchArgs {
     /// rewrites (docs/benchmarks.md, "Leaner profiles").
     #[arg(long, value_name = "N")]
     lookup_signatures: Option<usize>,
+    /// Run the index (the bench's checks and the workers) in replica mode (the
+    /// `replica` setting): each process holds a copy of the articles and Redis
+    /// only reports what is new and commits.
+    #[arg(long)]
+    replica: bool,
     /// Articles per end-to-end run (default 20000; --quick: 5000). With --corpus,
     /// at most the corpus size divided by the number of worker counts: each
     /// worker count sends its own slice, so no run on a filled index re-sends
@@ -786,6 +791,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
     o.bucket_hours = args.bucket_hours;
     o.lookup_signatures = args.lookup_signatures;
+    o.replica = args.replica;
     o.progress = !args.no_progress;
     o.command_line = std::iter::once("simdedup".to_owned())
         .chain(std::env::args().skip(1).map(|a| {

@@ -62,6 +62,58 @@ mod positional_block_sets {
     conformance_cases!(run_large);
 }
 
+/// Options of a worker in replica mode (a copy of the articles in the process).
+fn replica() -> RedisIndexOptions {
+    RedisIndexOptions {
+        replica: true,
+        ..RedisIndexOptions::default()
+    }
+}
+
+/// The whole conformance suite again in replica mode, on small and on large
+/// buckets.
+mod replica_mode {
+    use super::*;
+
+    macro_rules! run_replica {
+        ($case:ident) => {
+            #[tokio::test]
+            async fn $case() {
+                let server = RedisServer::start();
+                let idx = RedisIndex::connect(&server.url(), "conf", config(), replica())
+                    .await
+                    .expect("connect to the test redis-server");
+                crate::conformance::$case(&idx).await;
+            }
+        };
+    }
+
+    conformance_cases!(run_replica);
+
+    mod positional_block_sets {
+        use super::*;
+
+        macro_rules! run_replica_large {
+            ($case:ident) => {
+                #[tokio::test]
+                async fn $case() {
+                    let server = RedisServer::start();
+                    let options = RedisIndexOptions {
+                        replica: true,
+                        ..large_buckets()
+                    };
+                    let idx = RedisIndex::connect(&server.url(), "conf", config(), options)
+                        .await
+                        .expect("connect to the test redis-server");
+                    crate::conformance::$case(&idx).await;
+                }
+            };
+        }
+
+        conformance_cases!(run_replica_large);
+    }
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -108,7 +160,7 @@ async fn every_key_carries_a_ttl_within_window_plus_bucket() {
         .collect();
     assert_eq!(
         families,
-        ["b", "buckets", "c", "d", "f", "h", "i", "m", "n", "s"]
+        ["b", "buckets", "c", "d", "deleted", "f", "h", "i", "m", "n", "s"]
             .into_iter()
             .collect()
     );
@@ -459,6 +511,116 @@ async fn racing_near_duplicates_keep_exactly_one_per_group() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_near_duplicates_keep_one_per_group_with_positional_block_sets() {
     race_near_duplicate_groups(large_buckets()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_near_duplicates_keep_one_per_group_in_replica_mode() {
+    race_near_duplicate_groups(replica()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_near_duplicates_keep_one_per_group_in_replica_mode_on_large_buckets() {
+    race_near_duplicate_groups(RedisIndexOptions {
+        replica: true,
+        ..large_buckets()
+    })
+    .await;
+}
+
+/// Replica mode: what one process stores and deletes, another process' copy
+/// learns (the new handles' entries, the deletion log); buckets keep no lookup
+/// lists, every key still expires, and a worker of the other mode is refused.
+#[tokio::test]
+async fn replicas_follow_each_other_and_refuse_the_other_mode() {
+    let server = RedisServer::start();
+    let open = |options: RedisIndexOptions| {
+        let url = server.url();
+        async move {
+            RedisIndex::connect(&url, "rep", config(), options)
+                .await
+                .expect("connect to the test redis-server")
+        }
+    };
+    let (a, b) = (open(replica()).await, open(replica()).await);
+    let t = now_ms();
+    let original = entry("orig", t, fp(S, 1, &sketch(1, 12)));
+    assert_eq!(
+        a.check_and_insert(&original).await.unwrap().verdict,
+        Verdict::Unique
+    );
+    // b has never seen it: its copy learns it at its check.
+    let copy = entry("copy", t + 1, fp(S ^ 1, 2, &sketch(2, 12)));
+    let out = b.check_and_insert(&copy).await.unwrap();
+    assert_eq!(
+        out.verdict.duplicate().map(|d| d.dup_of.as_str()),
+        Some("orig")
+    );
+    // Its own insert too, at its next sync.
+    b.sync().await.unwrap();
+    assert_eq!(b.replica_articles(), Some(2));
+    // Deleted through a: b forgets it, so a third copy is kept, not linked to
+    // a deleted article (the second copy is its only near neighbour: distance 2).
+    assert!(a.delete("orig").await.unwrap());
+    assert!(a.delete("copy").await.unwrap());
+    let third = entry("third", t + 2, fp(S ^ 2, 3, &sketch(3, 12)));
+    assert_eq!(
+        b.check_and_insert(&third).await.unwrap().verdict,
+        Verdict::Unique
+    );
+    b.sync().await.unwrap();
+    assert_eq!(b.replica_articles(), Some(1));
+    // A new process loads what is there.
+    let c = open(replica()).await;
+    c.sync().await.unwrap();
+    assert_eq!(c.replica_articles(), Some(1));
+    // No h:, c:, s: lists; every key, the deletion log too, expires.
+    let mut conn = server.connection();
+    let keys = keys_of(&mut conn, "rep");
+    let families: BTreeSet<&str> = keys
+        .iter()
+        .map(|k| {
+            k.trim_start_matches("simdedup:{rep}:")
+                .split(':')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        families,
+        ["b", "buckets", "deleted", "f", "i", "m", "n"]
+            .into_iter()
+            .collect()
+    );
+    let limit = (a.bucket_ms() + conformance::WINDOW) / 1000;
+    for key in &keys {
+        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut conn).unwrap();
+        assert!(
+            ttl > 0 && ttl <= limit,
+            "{key} has TTL {ttl}, limit {limit}"
+        );
+    }
+    // A worker keeping lookup lists would miss these articles: refused.
+    let lists = open(RedisIndexOptions::default()).await;
+    let e = entry("other", t + 3, fp(!S, 4, &sketch(4, 12)));
+    match lists.check_and_insert(&e).await {
+        Err(IndexError::Config(msg)) => assert!(msg.contains("replica"), "{msg}"),
+        other => panic!("expected a configuration error, got {other:?}"),
+    }
+    // And the other way round.
+    let server2 = RedisServer::start();
+    let url2 = server2.url();
+    let lists = RedisIndex::connect(&url2, "rep", config(), RedisIndexOptions::default())
+        .await
+        .unwrap();
+    lists.check_and_insert(&e).await.unwrap();
+    let rep = RedisIndex::connect(&url2, "rep", config(), replica())
+        .await
+        .unwrap();
+    let e2 = entry("other2", t + 4, fp(S, 5, &sketch(5, 12)));
+    match rep.check_and_insert(&e2).await {
+        Err(IndexError::Config(msg)) => assert!(msg.contains("replica"), "{msg}"),
+        other => panic!("expected a configuration error, got {other:?}"),
+    }
 }
 
 async fn race_near_duplicate_groups(options: RedisIndexOptions) {
@@ -820,9 +982,32 @@ async fn the_documented_minimal_acl_is_enough() {
     let url = server
         .url()
         .replacen("redis://", "redis://simdedup-worker:SECRET@", 1);
-    let idx = RedisIndex::connect(&url, "news", config(), RedisIndexOptions::default())
-        .await
-        .expect("connect as the documented ACL user");
+    for replica in [false, true] {
+        // A namespace is in one mode: start the second pass from an empty server.
+        let _: () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
+        let options = RedisIndexOptions {
+            replica,
+            ..RedisIndexOptions::default()
+        };
+        let idx = RedisIndex::connect(&url, "news", config(), options)
+            .await
+            .expect("connect as the documented ACL user");
+        exercise_the_index(&idx).await;
+    }
+
+    // And the user can touch nothing outside its namespace.
+    let mut other = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let denied: redis::RedisResult<Option<String>> = redis::cmd("GET")
+        .arg("simdedup:{other}:x")
+        .query(&mut other);
+    assert!(denied.is_err(), "GET outside the namespace must be refused");
+}
+
+/// Every kind of index call, as the documented ACL user.
+async fn exercise_the_index(idx: &RedisIndex) {
     let t = now_ms();
     let a = entry("a", t, fp(S, 1, &sketch(1, 12)));
     let b = entry("b", t + 1, fp(S ^ 0b11, 2, &sketch(2, 12)));
@@ -843,13 +1028,4 @@ async fn the_documented_minimal_acl_is_enough() {
     assert!(idx.get("a").await.unwrap().is_some());
     assert_eq!(idx.cluster("b").await.unwrap().unwrap().duplicates.len(), 2);
     assert!(idx.delete("a").await.unwrap());
-    // And the user can touch nothing outside its namespace.
-    let mut other = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let denied: redis::RedisResult<Option<String>> = redis::cmd("GET")
-        .arg("simdedup:{other}:x")
-        .query(&mut other);
-    assert!(denied.is_err(), "GET outside the namespace must be refused");
 }

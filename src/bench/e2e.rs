@@ -161,6 +161,8 @@ pub struct WorkerSetup {
     pub bucket_hours: Option<u64>,
     /// `decision.lookup_signatures` of the workers; their default otherwise.
     pub lookup_signatures: Option<usize>,
+    /// Workers in replica mode (`SIMDEDUP_REPLICA`).
+    pub replica: bool,
     pub timeout: Duration,
     /// Workers' stderr goes to files here.
     pub log_dir: PathBuf,
@@ -243,6 +245,9 @@ impl Workers {
             if let Some(n) = setup.lookup_signatures {
                 cmd.env("SIMDEDUP_DECISION__LOOKUP_SIGNATURES", n.to_string());
             }
+            if setup.replica {
+                cmd.env("SIMDEDUP_REPLICA", "true");
+            }
             let stderr = File::create(&log)?;
             let child = cmd
                 .env("SIMDEDUP_LOG", "warn")
@@ -323,6 +328,37 @@ impl Workers {
     }
 }
 
+impl Workers {
+    /// Wait until every worker accepts connections on its `/metrics` port.
+    async fn wait_until_listening(&mut self, timeout: Duration) -> Result<(), BenchError> {
+        let started = Instant::now();
+        let ports: Vec<(u16, PathBuf)> = self
+            .children
+            .iter()
+            .map(|(_, log, port)| (*port, log.clone()))
+            .collect();
+        for (port, log) in ports {
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                if let Some(why) = self.exited() {
+                    return Err(BenchError::Worker(why));
+                }
+                if started.elapsed() > timeout {
+                    return Err(BenchError::Worker(format!(
+                        "a worker did not open its /metrics port {port} within {timeout:?}; \
+                         its log: {}",
+                        log.display()
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Drop for Workers {
     fn drop(&mut self) {
         for (child, _, _) in &mut self.children {
@@ -354,6 +390,16 @@ pub async fn run(
         .arg(keys.dead_stream())
         .query_async::<()>(conn)
         .await?;
+    // Replica mode: a worker loads the whole window before it serves, which
+    // at 10 M articles takes a while; start the workers and wait for them
+    // (their /metrics listener opens once the copy is loaded), so the run
+    // measures serving, not loading.
+    let mut early = None;
+    if setup.replica {
+        let mut procs = Workers::spawn(setup, run, workers)?;
+        procs.wait_until_listening(setup.timeout).await?;
+        early = Some(procs);
+    }
     let jsonl = articles.jsonl(run, slice, k);
     produce(
         conn,
@@ -366,7 +412,10 @@ pub async fn run(
     .map_err(|e| BenchError::Worker(format!("producing the articles: {e}")))?;
     let cpu0 = Info::fetch(conn, "cpu").await?.cpu_seconds();
     let started = Instant::now();
-    let mut procs = Workers::spawn(setup, run, workers)?;
+    let mut procs = match early {
+        Some(procs) => procs,
+        None => Workers::spawn(setup, run, workers)?,
+    };
     let out = keys.output_stream();
     let mut first: Option<(Instant, u64)> = None;
     loop {

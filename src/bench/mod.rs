@@ -75,6 +75,10 @@ pub struct BenchOptions {
     /// Sketch hashes looked up per article (`decision.lookup_signatures`) of
     /// the index and the workers; their default (4) otherwise.
     pub lookup_signatures: Option<usize>,
+    /// The index (bench client and workers) in replica mode (`replica`): each
+    /// process holds a copy of the articles; the copy is loaded before the
+    /// checks are measured.
+    pub replica: bool,
     /// Give up on an end-to-end run after this long.
     pub e2e_timeout: Duration,
     /// The `simdedup` binary the workers run.
@@ -104,6 +108,7 @@ impl BenchOptions {
             read_ahead: None,
             bucket_hours: None,
             lookup_signatures: None,
+            replica: false,
             e2e_timeout: Duration::from_secs(900),
             worker_exe,
             progress: true,
@@ -262,6 +267,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         read_ahead: options.read_ahead,
         bucket_hours: options.bucket_hours,
         lookup_signatures: options.lookup_signatures,
+        replica: options.replica,
         timeout: options.e2e_timeout,
         log_dir: server.dir().to_owned(),
     };
@@ -340,6 +346,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 // box may keep Redis longer than a worker's 2 s: a long run
                 // must not die of it (a timeout only matters when hit).
                 response_timeout: std::time::Duration::from_secs(60),
+                replica: options.replica,
                 ..RedisIndexOptions::default()
             },
         )
@@ -359,6 +366,19 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 options.concurrency
             ),
         );
+        if options.replica {
+            let (started, rss) = (std::time::Instant::now(), resident_bytes());
+            index.sync().await?;
+            let held = index.replica_articles().unwrap_or(0);
+            note(
+                options,
+                &format!(
+                    "replica loaded: {held} articles in {:.1} s, {:.0} bytes/article of this process' memory",
+                    started.elapsed().as_secs_f64(),
+                    resident_bytes().saturating_sub(rss) as f64 / held.max(1) as f64
+                ),
+            );
+        }
         // Far enough past the measured articles that no calibration article is
         // a copy of a measured one or the other way round.
         let first = n + options.checks + 2 * FingerprintGen::COPY_DISTANCE;
@@ -479,6 +499,17 @@ async fn flush(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), Bench
         .query_async::<()>(conn)
         .await?;
     Ok(())
+}
+
+/// This process' resident memory (`VmRSS`), 0 where `/proc` does not tell.
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 fn note(options: &BenchOptions, line: &str) {

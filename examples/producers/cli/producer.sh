@@ -31,8 +31,12 @@ i=0
 while :; do
   ALL=$(rc --raw XRANGE "$OUT" "($LAST" +)
   n=0
+  # Count a source only as the value after a `source` field: an output entry's
+  # own id can equal an input id (both are <ms>-<seq>), and matching any line
+  # once stopped the wait before the last verdict had come.
+  SOURCES=$(printf '%s\n' "$ALL" | awk 'prev == "source" { print } { prev = $0 }')
   for s in "$S1" "$S2" "$S3"; do
-    printf '%s\n' "$ALL" | grep -qx "$s" && n=$((n + 1))
+    printf '%s\n' "$SOURCES" | grep -qx "$s" && n=$((n + 1))
   done
   [ "$n" -eq 3 ] && break
   i=$((i + 1))

@@ -1,0 +1,569 @@
+//! A worker's in-memory copy of a namespace's articles (`replica` mode).
+//!
+//! Why: a check in the default mode reads ~40 keys from Redis (block sets and
+//! lookup lists in every live bucket, then the articles they name), ≈ 110 µs
+//! of Redis time at 1 M articles, and Redis' time is what every worker
+//! shares. In replica mode a worker keeps every live article's packed
+//! fingerprint and meta (what `f:` and `m:` hold) and finds candidates in
+//! memory, exactly as the embedded index does; Redis only tells it what is
+//! new (the bucket counters, then the `f:`/`m:` entries of the new handles,
+//! ~2 values per article per worker) and runs the commit, which validates
+//! the decision by what was inserted since the copy's counters just as it
+//! validates a gather's reads. The copy is a cache: it is rebuilt from Redis
+//! whenever a worker starts, so a worker still keeps nothing of its own.
+//!
+//! Pure data, no I/O: `RedisIndex` fetches, this module files and searches.
+
+use std::collections::HashMap;
+
+use super::codec::{decode_fingerprint, decode_meta, Meta};
+use crate::decision::DecisionConfig;
+use crate::fingerprint::Fingerprint;
+use crate::index::LISTED_PER_HASH;
+use crate::keys::{id_hash, POSITIONAL_BLOCK_BITS};
+use crate::simhash::{blocks, hamming};
+
+/// The copies of the live buckets, and how far the deletion log was read.
+#[derive(Debug, Default)]
+pub(crate) struct Replica {
+    buckets: HashMap<String, BucketCopy>,
+    /// Stream id of the last deletion-log entry applied ("" = none read yet).
+    pub(crate) deletions_read: String,
+    lookup_signatures: usize,
+}
+
+/// One bucket's articles, handles `1..=synced`.
+#[derive(Debug, Default)]
+pub(crate) struct BucketCopy {
+    pub(crate) start: i64,
+    pub(crate) synced: u64,
+    /// Handle `h` at `h - 1`: `[packed length][packed fingerprint][meta]`,
+    /// `None` for a deleted article (or one deleted before it was copied).
+    rows: Vec<Option<Box<[u8]>>>,
+    blocks: [HashMap<u16, Vec<u32>>; 4],
+    content: Lists<u64>,
+    signatures: Lists<u32>,
+    ids: HashMap<u64, u32>,
+    /// Ids whose [`id_hash`] another id of the bucket already has (rare).
+    id_clashes: HashMap<Box<str>, u32>,
+}
+
+/// Handle lists of at most [`LISTED_PER_HASH`] articles per hash, compact for
+/// the usual case of a hash only one article has.
+#[derive(Debug)]
+struct Lists<K> {
+    first: HashMap<K, u32>,
+    more: HashMap<K, Vec<u32>>,
+}
+
+impl<K> Default for Lists<K> {
+    fn default() -> Self {
+        Lists {
+            first: HashMap::new(),
+            more: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Copy> Lists<K> {
+    fn push(&mut self, key: K, handle: u32) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.first.entry(key) {
+            e.insert(handle);
+            return;
+        }
+        let more = self.more.entry(key).or_default();
+        if more.len() + 1 < LISTED_PER_HASH {
+            more.push(handle);
+        }
+    }
+
+    fn get(&self, key: &K) -> impl Iterator<Item = u32> + '_ {
+        self.first
+            .get(key)
+            .into_iter()
+            .chain(self.more.get(key).into_iter().flatten())
+            .copied()
+    }
+
+    fn is_full(&self, key: &K) -> bool {
+        self.get(key).count() >= LISTED_PER_HASH
+    }
+
+    fn remove(&mut self, key: K, handle: u32) {
+        let more = self.more.get_mut(&key);
+        if self.first.get(&key) == Some(&handle) {
+            match more.filter(|m| !m.is_empty()) {
+                Some(m) => {
+                    let next = m.remove(0);
+                    self.first.insert(key, next);
+                }
+                None => {
+                    self.first.remove(&key);
+                }
+            }
+        } else if let Some(m) = more {
+            m.retain(|&h| h != handle);
+        }
+        if self.more.get(&key).is_some_and(Vec::is_empty) {
+            self.more.remove(&key);
+        }
+    }
+}
+
+/// A candidate found in a copy: its bucket, handle, fingerprint and meta.
+pub(crate) struct Found {
+    pub(crate) label: String,
+    pub(crate) handle: u64,
+    pub(crate) fp: Fingerprint,
+    pub(crate) meta: Meta,
+    pub(crate) ts_ms: i64,
+}
+
+/// What a replica check needs of one live bucket besides its candidates.
+pub(crate) struct BucketView {
+    pub(crate) label: String,
+    pub(crate) start: i64,
+    pub(crate) synced: u64,
+    /// Inside the probed range (and the fingerprint not empty): searched.
+    pub(crate) probed: bool,
+    /// '1' per list the article looks up that is full (content, then each
+    /// lookup sketch hash): commit.lua ignores inserts that share only those.
+    pub(crate) full: String,
+    /// '1' per block position whose Redis set may be empty (commit.lua then
+    /// gives the set the insert creates its expiry). Erring towards '1' only
+    /// costs a redundant `EXPIREAT`.
+    pub(crate) empty_sets: String,
+}
+
+impl Replica {
+    pub(crate) fn new(lookup_signatures: usize) -> Replica {
+        Replica {
+            lookup_signatures,
+            ..Replica::default()
+        }
+    }
+
+    /// Keep the copies of the `live` buckets only (a bucket gone from the
+    /// registry has expired), creating empty ones for new buckets; a bucket
+    /// whose counter went backwards (expired and started again) is copied
+    /// anew. Returns, per live bucket, the handles to fetch: `synced + 1 ..= n`.
+    pub(crate) fn plan(&mut self, live: &[(String, i64, u64)]) -> Vec<(String, u64, u64)> {
+        self.buckets
+            .retain(|label, _| live.iter().any(|(l, _, _)| l == label));
+        let mut wanted = Vec::new();
+        for (label, start, n) in live {
+            let copy = self.buckets.entry(label.clone()).or_default();
+            if copy.synced > *n || copy.start != *start {
+                *copy = BucketCopy::default();
+            }
+            copy.start = *start;
+            if *n > copy.synced {
+                wanted.push((label.clone(), copy.synced + 1, *n));
+            }
+        }
+        wanted
+    }
+
+    /// File the articles fetched for handles `from, from + 1, …` of bucket
+    /// `label`: `(packed fingerprint, meta)`, `None` for a deleted one. Handles
+    /// already copied (another task fetched them first) are skipped; a gap
+    /// stops the filing (the next sync fetches from there).
+    pub(crate) fn apply(
+        &mut self,
+        label: &str,
+        from: u64,
+        records: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+    ) -> Result<(), String> {
+        let lookup = self.lookup_signatures;
+        let Some(copy) = self.buckets.get_mut(label) else {
+            return Ok(());
+        };
+        for (handle, record) in (from..).zip(records) {
+            if handle <= copy.synced {
+                continue;
+            }
+            if handle != copy.synced + 1 {
+                break;
+            }
+            copy.file(handle, record, lookup)?;
+        }
+        Ok(())
+    }
+
+    /// The article deleted from bucket `label` under `handle` is gone.
+    pub(crate) fn forget(&mut self, label: &str, handle: u64) {
+        let lookup = self.lookup_signatures;
+        if let Some(copy) = self.buckets.get_mut(label) {
+            copy.forget(handle, lookup);
+        }
+    }
+
+    /// The stored article with id `id` in any live bucket: (label, handle,
+    /// fingerprint, meta).
+    pub(crate) fn find_id(&self, id: &str) -> Option<Found> {
+        self.buckets.iter().find_map(|(label, copy)| {
+            let handle = copy.find_id(id)?;
+            copy.found(label, handle)
+        })
+    }
+
+    /// Candidates for `fp` in the buckets whose start is in `lo..=hi`, as the
+    /// embedded index finds them (block neighbours within `max_distance`, the
+    /// content list, the lookup sketch lists), how many slots were examined,
+    /// and a view of every live bucket.
+    pub(crate) fn candidates(
+        &self,
+        fp: &Fingerprint,
+        cfg: &DecisionConfig,
+        range: (i64, i64),
+        shapes: &HashMap<String, u32>,
+    ) -> (Vec<Found>, u32, Vec<BucketView>) {
+        let mut found = Vec::new();
+        let mut views = Vec::new();
+        let mut examined = 0usize;
+        let lookups = fp.lookup_signatures(cfg.lookup_signatures);
+        let mut labels: Vec<&String> = self.buckets.keys().collect();
+        labels.sort_unstable_by_key(|l| self.buckets[*l].start);
+        for label in labels {
+            let copy = &self.buckets[label];
+            let probed = !fp.is_empty() && (range.0..=range.1).contains(&copy.start);
+            let mut view = BucketView {
+                label: label.clone(),
+                start: copy.start,
+                synced: copy.synced,
+                probed,
+                full: String::new(),
+                empty_sets: "1111".into(),
+            };
+            if probed {
+                let mut handles: Vec<u32> = Vec::new();
+                for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
+                    for &h in copy.blocks[i].get(&block).into_iter().flatten() {
+                        examined += 1;
+                        let near = copy.packed(h).is_some_and(|p| {
+                            hamming(simhash_of(p), fp.simhash) <= cfg.max_distance
+                        });
+                        if near {
+                            handles.push(h);
+                        }
+                    }
+                }
+                let listed = handles.len();
+                handles.extend(copy.content.get(&fp.content));
+                for s in lookups {
+                    handles.extend(copy.signatures.get(s));
+                }
+                examined += handles.len() - listed;
+                handles.sort_unstable();
+                handles.dedup();
+                found.extend(handles.into_iter().filter_map(|h| copy.found(label, h)));
+                view.full = std::iter::once(copy.content.is_full(&fp.content))
+                    .chain(lookups.iter().map(|s| copy.signatures.is_full(s)))
+                    .map(|full| if full { '1' } else { '0' })
+                    .collect();
+                let positional = shapes
+                    .get(label)
+                    .is_some_and(|&bits| bits >= POSITIONAL_BLOCK_BITS);
+                let values = blocks(fp.simhash);
+                view.empty_sets = (0..4)
+                    .map(|p| {
+                        let mut maps = if positional { p..p + 1 } else { 0..4 };
+                        let taken = maps.any(|m| copy.blocks[m].contains_key(&values[p]));
+                        if taken {
+                            '0'
+                        } else {
+                            '1'
+                        }
+                    })
+                    .collect();
+            }
+            views.push(view);
+        }
+        let examined = u32::try_from(examined).unwrap_or(u32::MAX);
+        (found, examined, views)
+    }
+
+    /// Articles held, over all live buckets.
+    pub(crate) fn len(&self) -> usize {
+        self.buckets
+            .values()
+            .map(|c| c.rows.iter().filter(|r| r.is_some()).count())
+            .sum()
+    }
+}
+
+fn simhash_of(packed: &[u8]) -> u64 {
+    u64::from_le_bytes(
+        packed[..8]
+            .try_into()
+            .expect("a packed fingerprint has 16+ bytes"),
+    )
+}
+
+impl BucketCopy {
+    fn row(&self, handle: u32) -> Option<&[u8]> {
+        self.rows.get(handle as usize - 1)?.as_deref()
+    }
+
+    fn packed(&self, handle: u32) -> Option<&[u8]> {
+        self.row(handle).map(|r| &r[1..1 + usize::from(r[0])])
+    }
+
+    fn meta_bytes(&self, handle: u32) -> Option<&[u8]> {
+        self.row(handle).map(|r| &r[1 + usize::from(r[0])..])
+    }
+
+    fn found(&self, label: &str, handle: u32) -> Option<Found> {
+        let meta = decode_meta(self.meta_bytes(handle)?).ok()?;
+        let fp = decode_fingerprint(self.packed(handle)?, meta.words).ok()?;
+        Some(Found {
+            label: label.to_owned(),
+            handle: u64::from(handle),
+            ts_ms: self.start + i64::from(meta.ts_offset),
+            fp,
+            meta,
+        })
+    }
+
+    fn find_id(&self, id: &str) -> Option<u32> {
+        let h = *self.ids.get(&id_hash(id))?;
+        let same = self
+            .meta_bytes(h)
+            .and_then(|m| decode_meta(m).ok())
+            .is_some_and(|m| m.id == id);
+        if same {
+            Some(h)
+        } else {
+            self.id_clashes.get(id).copied()
+        }
+    }
+
+    fn file(
+        &mut self,
+        handle: u64,
+        record: Option<(Vec<u8>, Vec<u8>)>,
+        lookup: usize,
+    ) -> Result<(), String> {
+        let h = u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
+        self.synced = handle;
+        let Some((packed, meta_bytes)) = record else {
+            self.rows.push(None);
+            return Ok(());
+        };
+        let meta = decode_meta(&meta_bytes)?;
+        let fp = decode_fingerprint(&packed, meta.words)?;
+        let len = u8::try_from(packed.len())
+            .map_err(|_| format!("packed fingerprint of {} bytes", packed.len()))?;
+        let mut row = Vec::with_capacity(1 + packed.len() + meta_bytes.len());
+        row.push(len);
+        row.extend_from_slice(&packed);
+        row.extend_from_slice(&meta_bytes);
+        self.rows.push(Some(row.into_boxed_slice()));
+        if !fp.is_empty() {
+            for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
+                self.blocks[i].entry(block).or_default().push(h);
+            }
+            self.content.push(fp.content, h);
+            for s in fp.lookup_signatures(lookup) {
+                self.signatures.push(*s, h);
+            }
+        }
+        let key = id_hash(&meta.id);
+        match self.ids.entry(key) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(h);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.id_clashes.insert(meta.id.into_boxed_str(), h);
+            }
+        }
+        Ok(())
+    }
+
+    fn forget(&mut self, handle: u64, lookup: usize) {
+        let Ok(h) = u32::try_from(handle) else { return };
+        let Some(row) = self.rows.get_mut(h as usize - 1).and_then(Option::take) else {
+            return;
+        };
+        let len = usize::from(row[0]);
+        let (packed, meta) = (&row[1..1 + len], &row[1 + len..]);
+        let Ok(meta) = decode_meta(meta) else { return };
+        if let Ok(fp) = decode_fingerprint(packed, meta.words) {
+            if !fp.is_empty() {
+                for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
+                    if let Some(v) = self.blocks[i].get_mut(&block) {
+                        v.retain(|&x| x != h);
+                        if v.is_empty() {
+                            self.blocks[i].remove(&block);
+                        }
+                    }
+                }
+                self.content.remove(fp.content, h);
+                for s in fp.lookup_signatures(lookup) {
+                    self.signatures.remove(*s, h);
+                }
+            }
+        }
+        let key = id_hash(&meta.id);
+        if self.ids.get(&key) == Some(&h) {
+            self.ids.remove(&key);
+        }
+        self.id_clashes.remove(meta.id.as_str());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::redis::codec::{encode_fingerprint, encode_meta};
+    use crate::index::Verdict;
+
+    fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Option<(Vec<u8>, Vec<u8>)> {
+        let fp = Fingerprint {
+            simhash,
+            content,
+            signatures: sigs.to_vec(),
+            words: 100,
+        };
+        Some((
+            encode_fingerprint(&fp),
+            encode_meta(id, &Verdict::Unique, 5, 100).into_bytes(),
+        ))
+    }
+
+    fn cfg() -> DecisionConfig {
+        DecisionConfig::default()
+    }
+
+    #[test]
+    fn files_in_handle_order_and_finds_by_block_content_and_sketch() {
+        let mut r = Replica::new(4);
+        let live = vec![("b1".to_owned(), 0i64, 3u64)];
+        assert_eq!(r.plan(&live), vec![("b1".to_owned(), 1, 3)]);
+        // Handle 2 arrives first from a second fetch: not filed (a gap).
+        r.apply("b1", 2, vec![record("x", 0xffff, 9, &[1, 2, 3, 4])])
+            .unwrap();
+        assert_eq!(r.len(), 0);
+        r.apply(
+            "b1",
+            1,
+            vec![
+                record("a", 0x1234_5678_9abc_def0, 1, &[10, 20, 30, 40]),
+                record("b", 0xffff_0000_ffff_0000, 2, &[50, 60, 70, 80]),
+                None,
+            ],
+        )
+        .unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.plan(&live), vec![]);
+        let shapes = HashMap::new();
+        // A SimHash one bit from a's.
+        let near = Fingerprint {
+            simhash: 0x1234_5678_9abc_def1,
+            content: 77,
+            signatures: vec![100, 200, 300, 400],
+            words: 100,
+        };
+        let (found, _, views) = r.candidates(&near, &cfg(), (0, 0), &shapes);
+        assert_eq!(
+            found.iter().map(|f| f.meta.id.as_str()).collect::<Vec<_>>(),
+            ["a"]
+        );
+        assert_eq!(views[0].synced, 3);
+        assert_eq!(views[0].full, "00000");
+        // Through the content hash and a sketch hash.
+        let by_lists = Fingerprint {
+            simhash: 0,
+            content: 2,
+            signatures: vec![10, 11, 12, 13],
+            words: 100,
+        };
+        let (found, _, _) = r.candidates(&by_lists, &cfg(), (0, 0), &shapes);
+        let mut ids: Vec<_> = found.iter().map(|f| f.meta.id.clone()).collect();
+        ids.sort();
+        assert_eq!(ids, ["a", "b"]);
+        // Outside the probed range: nothing.
+        let (found, _, _) = r.candidates(&by_lists, &cfg(), (1, 1), &shapes);
+        assert!(found.is_empty());
+        assert_eq!(r.find_id("b").map(|f| f.handle), Some(2));
+        r.forget("b1", 2);
+        assert!(r.find_id("b").is_none());
+        let (found, _, _) = r.candidates(&by_lists, &cfg(), (0, 0), &shapes);
+        assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn lists_hold_the_first_articles_of_a_hash_only() {
+        let mut r = Replica::new(4);
+        let n = LISTED_PER_HASH as u64 + 3;
+        r.plan(&[("b".to_owned(), 0, n)]);
+        let records = (0..n)
+            .map(|i| {
+                record(
+                    &format!("a{i}"),
+                    i * 0x1111_0000_0001,
+                    42,
+                    &[7, 1000 + i as u32],
+                )
+            })
+            .collect();
+        r.apply("b", 1, records).unwrap();
+        let probe = Fingerprint {
+            simhash: u64::MAX,
+            content: 42,
+            signatures: vec![7],
+            words: 100,
+        };
+        let (found, _, views) = r.candidates(&probe, &cfg(), (0, 0), &HashMap::new());
+        assert_eq!(found.len(), LISTED_PER_HASH);
+        assert_eq!(views[0].full, "11");
+        // Deleting one frees a place, as in the embedded index.
+        r.forget("b", 1);
+        let (_, _, views) = r.candidates(&probe, &cfg(), (0, 0), &HashMap::new());
+        assert_eq!(views[0].full, "00");
+    }
+
+    #[test]
+    fn a_bucket_gone_from_the_registry_is_dropped_and_a_restarted_one_recopied() {
+        let mut r = Replica::new(4);
+        r.plan(&[("b".to_owned(), 0, 1)]);
+        r.apply("b", 1, vec![record("a", 1, 1, &[1])]).unwrap();
+        assert_eq!(r.plan(&[("c".to_owned(), 10, 0)]), vec![]);
+        assert_eq!(r.len(), 0);
+        r.plan(&[("c".to_owned(), 10, 2)]);
+        r.apply(
+            "c",
+            1,
+            vec![record("a", 1, 1, &[1]), record("b", 1, 1, &[1])],
+        )
+        .unwrap();
+        // The counter went back: copied again from handle 1.
+        assert_eq!(
+            r.plan(&[("c".to_owned(), 10, 1)]),
+            vec![("c".to_owned(), 1, 1)]
+        );
+        assert_eq!(r.len(), 0);
+    }
+
+    #[test]
+    fn empty_set_flags_follow_the_layout() {
+        let mut r = Replica::new(4);
+        r.plan(&[("b".to_owned(), 0, 1)]);
+        // Blocks (most significant first): 0001 0002 0003 0004.
+        r.apply("b", 1, vec![record("a", 0x0001_0002_0003_0004, 1, &[1])])
+            .unwrap();
+        // Blocks 0004 0002 9999 9999: 0004 is taken at another position.
+        let fp = Fingerprint {
+            simhash: 0x0004_0002_9999_9999,
+            content: 5,
+            signatures: vec![3],
+            words: 9,
+        };
+        let shared = HashMap::from([("b".to_owned(), 10)]);
+        let (_, _, v) = r.candidates(&fp, &cfg(), (0, 0), &shared);
+        assert_eq!(v[0].empty_sets, "0011");
+        let positional = HashMap::from([("b".to_owned(), POSITIONAL_BLOCK_BITS)]);
+        let (_, _, v) = r.candidates(&fp, &cfg(), (0, 0), &positional);
+        assert_eq!(v[0].empty_sets, "1011");
+    }
+}
