@@ -30,7 +30,8 @@
 --          not read: new, or a preload), h: key, field and value read for the
 --          SimHash, c: key and value read, 5 flags ('1': block d's set was
 --          empty; the 5th: list in h: even when full), S times s: key, field
---          and value read
+--          and value read. Without lists (last argument '0'): the shape bits
+--          and the flags only.
 -- then     B = live buckets the gather saw (-1: bulk preload, nothing to check),
 --          and B times: label, counter read, in range (0/1), and which lists
 --          were full when read ('1' per list: the content list, then the S
@@ -58,17 +59,23 @@ local i = 16 + S
 -- The own bucket's shape, h: key, field and value read for this SimHash, c:
 -- and s: keys (and s: fields) and values ("" when the bucket was not read).
 local k = tonumber(ARGV[i])
-local hkey, hfield, hval = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-local ckey, cval = ARGV[i + 4], ARGV[i + 5]
--- 4 flags: the block set of block d was empty ('1'); a 5th: list this
--- article in its h: field even if the list is full (see append below)
-local empty = ARGV[i + 6]
+local hkey, hfield, hval, ckey, cval, empty
 local skeys, sfields, svals = {}, {}, {}
-for s = 1, S do
-  local at = i + 4 + 3 * s
-  skeys[s], sfields[s], svals[s] = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+if lists then
+  hkey, hfield, hval = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  ckey, cval = ARGV[i + 4], ARGV[i + 5]
+  -- 4 flags: the block set of block d was empty ('1'); a 5th: list this
+  -- article in its h: field even if the list is full (see append below)
+  empty = ARGV[i + 6]
+  for s = 1, S do
+    local at = i + 4 + 3 * s
+    skeys[s], sfields[s], svals[s] = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  end
+  i = i + 7 + 3 * S
+else
+  empty = ARGV[i + 1]
+  i = i + 2
 end
-i = i + 7 + 3 * S
 local known = k ~= nil
 
 -- The tokens this article's gather read, as they appear in a packed
@@ -139,6 +146,19 @@ local function conflict(recs, full)
   return nil
 end
 
+-- Whether one of the metas `metas` (an HMGET's replies: false for a missing
+-- field, "" for a deleted article) may be this article's: one ends with its
+-- id. The caller confirms a hit in the i: hash (one id may end another), so
+-- the test is exact, and one string.find instead of a lookup in a hash.
+local function names_id(metas)
+  local parts = {}
+  for r = 1, #metas do
+    if metas[r] then parts[#parts + 1] = metas[r] end
+  end
+  if #parts == 0 then return false end
+  return string.find(table.concat(parts, '\0') .. '\0', id .. '\0', 1, true) ~= nil
+end
+
 -- Validation: the same live buckets, and in every bucket that received an
 -- insert since the gather, neither this id nor anything that changes what was
 -- read has appeared.
@@ -162,10 +182,14 @@ for b = 1, B do
   -- gather again, which no longer sees it.
   if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end
   if (nk[1] or '') ~= counter then
-    if nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), id), id) == 1 then
-      return {'replay'}
+    -- Stored since the gather (which read this bucket's i: after its counter),
+    -- by a racing copy of this entry: its stored verdict is the answer.
+    local function stored()
+      return nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), id), id) == 1
     end
-    if inrange == '1' then
+    if inrange ~= '1' then
+      if stored() then return {'replay'} end
+    else
       local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1])
       -- Far behind (a stalled worker): reading everything again is cheaper.
       if to - from >= 256 then return {'retry', 'behind'} end
@@ -174,6 +198,9 @@ for b = 1, B do
         local last = math.min(to, chunk * 100 + 99)
         local handles = {}
         for x = from, last do handles[#handles + 1] = string.format('%d', x - chunk * 100) end
+        -- Only a handle inserted since can hold the id: its meta names it.
+        local metas = redis.call('HMGET', P .. 'm:' .. l .. ':' .. chunk, unpack(handles))
+        if names_id(metas) and stored() then return {'replay'} end
         local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)), full)
         if why then return {'retry', why} end
         from = last + 1

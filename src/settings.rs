@@ -63,7 +63,7 @@ pub struct Settings {
     pub bucket_hours: Option<u32>,
     /// Redis index: keep a copy of every live article in the worker and find
     /// candidates there (replica mode), so a check costs Redis a few reads and
-    /// the commit instead of ~40 reads; ≈ 250 bytes of worker memory per live
+    /// the commit instead of ~40 reads; ≈ 350 bytes of worker memory per live
     /// article, and a worker loads the whole window when it starts. Every
     /// process of a namespace must use the same value (refused otherwise).
     pub replica: bool,

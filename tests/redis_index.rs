@@ -555,13 +555,15 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
         out.verdict.duplicate().map(|d| d.dup_of.as_str()),
         Some("orig")
     );
-    // Its own insert too, at its next sync.
-    b.sync().await.unwrap();
+    // Its own insert too, filed at once.
     assert_eq!(b.replica_articles(), Some(2));
     // Deleted through a: b forgets it, so a third copy is kept, not linked to
     // a deleted article (the second copy is its only near neighbour: distance 2).
     assert!(a.delete("orig").await.unwrap());
     assert!(a.delete("copy").await.unwrap());
+    // Another process' deletions reach b's checks once b's copy is older than
+    // its sync interval (5 ms), here at once.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let third = entry("third", t + 2, fp(S ^ 2, 3, &sketch(3, 12)));
     assert_eq!(
         b.check_and_insert(&third).await.unwrap().verdict,
@@ -698,10 +700,68 @@ async fn race_near_duplicate_groups(options: RedisIndexOptions) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_copies_of_one_id_insert_it_once() {
+    race_copies_of_one_id(RedisIndexOptions::default()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_copies_of_one_id_insert_it_once_in_replica_mode() {
+    race_copies_of_one_id(replica()).await;
+}
+
+/// Versions of one id that share nothing (no block, content or sketch hash):
+/// only the commit's id check keeps the second out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_unrelated_versions_of_one_id_insert_it_once() {
+    for options in [RedisIndexOptions::default(), replica()] {
+        let server = RedisServer::start();
+        let mut indexes = Vec::new();
+        for _ in 0..3 {
+            indexes.push(
+                RedisIndex::connect(&server.url(), "versions", config(), options.clone())
+                    .await
+                    .expect("connect to the test redis-server"),
+            );
+        }
+        let t = now_ms();
+        for round in 0..5u64 {
+            let tasks: Vec<_> = (0..12u64)
+                .map(|i| {
+                    let idx = indexes[i as usize % 3].clone();
+                    // Each version its own SimHash (random: two share a
+                    // 16-bit block about once in 4,000 pairs), content and
+                    // sketch.
+                    let mut z = (round * 1000 + i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    let simhash = z ^ (z >> 31);
+                    let e = entry(
+                        &format!("v-{round}"),
+                        t,
+                        fp(simhash, 1000 * round + i, &sketch(100 * round + i + 1, 12)),
+                    );
+                    tokio::spawn(async move { idx.check_and_insert(&e).await.unwrap() })
+                })
+                .collect();
+            let mut fresh = 0;
+            for task in tasks {
+                let out = task.await.unwrap();
+                fresh += usize::from(!out.replayed);
+                assert_eq!(out.verdict, Verdict::Unique, "round {round}");
+            }
+            assert_eq!(fresh, 1, "round {round}, replica {}", options.replica);
+        }
+    }
+}
+
+async fn race_copies_of_one_id(options: RedisIndexOptions) {
     let server = RedisServer::start();
     let mut indexes = Vec::new();
     for _ in 0..3 {
-        indexes.push(connect(&server.url(), "sameid").await);
+        indexes.push(
+            RedisIndex::connect(&server.url(), "sameid", config(), options.clone())
+                .await
+                .expect("connect to the test redis-server"),
+        );
     }
     let t = now_ms();
     for round in 0..5 {

@@ -102,7 +102,7 @@ pub struct RedisIndexOptions {
     /// Keep a copy of every live article in this process and find candidates
     /// in it (`src/index/redis/replica.rs`): Redis then only reports what is
     /// new and runs the commit, a fraction of a check's Redis time, for about
-    /// 250 bytes of this process' memory per live article and a load of the
+    /// 350 bytes of this process' memory per live article and a load of the
     /// whole window when it starts. Buckets written this way keep no lookup
     /// lists, so every worker of a namespace must use the same setting (a
     /// worker of the other kind is refused with [`IndexError::Config`]).
@@ -151,6 +151,9 @@ struct Inner {
 struct ReplicaState {
     copy: Mutex<Replica>,
     syncing: tokio::sync::Mutex<()>,
+    /// When the copy was last brought up to date (`None`: never, or a delete
+    /// since, which the next check must see).
+    synced_at: Mutex<Option<std::time::Instant>>,
 }
 
 impl std::fmt::Debug for RedisIndex {
@@ -323,6 +326,7 @@ impl RedisIndex {
                 replica: options.replica.then(|| ReplicaState {
                     copy: Mutex::new(Replica::new(config.lookup_signatures)),
                     syncing: tokio::sync::Mutex::new(()),
+                    synced_at: Mutex::new(None),
                 }),
                 config,
             }),
@@ -422,7 +426,7 @@ impl RedisIndex {
                 .commit(&mut conn, entry, &probe, &snap, &verdict)
                 .await?
             {
-                Committed::Ok | Committed::Expired => {
+                Committed::Ok(_) | Committed::Expired => {
                     return Ok(Outcome {
                         verdict,
                         replayed: false,
@@ -818,7 +822,9 @@ impl RedisIndex {
         let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
         let mut it = array(reply)?.into_iter();
         Ok(match string(it.next())?.as_str() {
-            "ok" => Committed::Ok,
+            "ok" => Committed::Ok(
+                u64::try_from(int(it.next())?).map_err(|_| bad_reply("a negative handle"))?,
+            ),
             "expired" => Committed::Expired,
             "replay" => Committed::Replay,
             "mode" => {
@@ -885,14 +891,11 @@ impl RedisIndex {
         match own {
             // Replica mode writes no lists: only the shape and the block-set flags.
             Some(b) if inner.replica.is_some() => {
-                inv.arg(b.bits.expect("in range buckets have a shape"));
-                for _ in 0..5 {
-                    inv.arg("");
-                }
-                inv.arg(format!("{}0", b.empty_sets));
-                for _ in &probe.signatures {
-                    inv.arg("").arg("").arg("");
-                }
+                inv.arg(b.bits.expect("in range buckets have a shape"))
+                    .arg(format!("{}0", b.empty_sets));
+            }
+            None if inner.replica.is_some() => {
+                inv.arg("").arg("");
             }
             Some(b) => {
                 let bits = b.bits.expect("in range buckets have a shape");
@@ -1314,7 +1317,8 @@ impl BucketSnap {
 }
 
 enum Committed {
-    Ok,
+    /// Stored, under this handle of the article's bucket.
+    Ok(u64),
     Expired,
     Replay,
     Retry,
@@ -1398,6 +1402,10 @@ impl Index for RedisIndex {
             .invoke_async(&mut conn)
             .await
             .map_err(backend)?;
+        if let Some(state) = &self.inner.replica {
+            // This process' next check reads the deletion log first.
+            *state.synced_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
         Ok(n == 1)
     }
 

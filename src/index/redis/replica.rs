@@ -30,7 +30,16 @@ pub(crate) struct Replica {
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
     lookup_signatures: usize,
+    /// This process' own inserts not filed yet (a handle after a gap: another
+    /// process' insert in between, which the next sync fetches), by bucket.
+    own: HashMap<String, std::collections::BTreeMap<u64, Record>>,
+    /// Handles deleted before they were filed (an own insert deleted at once):
+    /// filed as deleted when their turn comes.
+    forgotten: std::collections::HashSet<(String, u64)>,
 }
+
+/// A stored article as `f:` and `m:` hold it: packed fingerprint, meta.
+pub(crate) type Record = (Vec<u8>, Vec<u8>);
 
 /// One bucket's articles, handles `1..=synced`.
 #[derive(Debug, Default)]
@@ -144,17 +153,25 @@ impl Replica {
     }
 
     /// Keep the copies of the `live` buckets only (a bucket gone from the
-    /// registry has expired), creating empty ones for new buckets; a bucket
-    /// whose counter went backwards (expired and started again) is copied
-    /// anew. Returns, per live bucket, the handles to fetch: `synced + 1 ..= n`.
+    /// registry has expired), creating empty ones for new buckets. Returns,
+    /// per live bucket, the handles to fetch: `synced + 1 ..= n`.
     pub(crate) fn plan(&mut self, live: &[(String, i64, u64)]) -> Vec<(String, u64, u64)> {
         self.buckets
             .retain(|label, _| live.iter().any(|(l, _, _)| l == label));
+        self.own
+            .retain(|label, _| live.iter().any(|(l, _, _)| l == label));
+        self.forgotten
+            .retain(|(label, _)| live.iter().any(|(l, _, _)| l == label));
         let mut wanted = Vec::new();
         for (label, start, n) in live {
             let copy = self.buckets.entry(label.clone()).or_default();
-            if copy.synced > *n || copy.start != *start {
+            // A counter behind the copy is no restart (a bucket never starts
+            // again under its label: commit.lua stores nothing past its
+            // retention): this process filed its own inserts after the counter
+            // was read.
+            if copy.start != *start {
                 *copy = BucketCopy::default();
+                self.own.remove(label);
             }
             copy.start = *start;
             if *n > copy.synced {
@@ -172,7 +189,7 @@ impl Replica {
         &mut self,
         label: &str,
         from: u64,
-        records: Vec<Option<(Vec<u8>, Vec<u8>)>>,
+        records: Vec<Option<Record>>,
     ) -> Result<(), String> {
         let lookup = self.lookup_signatures;
         let Some(copy) = self.buckets.get_mut(label) else {
@@ -185,16 +202,70 @@ impl Replica {
             if handle != copy.synced + 1 {
                 break;
             }
+            let record = record.filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
             copy.file(handle, record, lookup)?;
+        }
+        self.file_own(label)
+    }
+
+    /// This process has just stored `record` under `handle` of bucket `label`:
+    /// file it now if it is next (no round trip to learn it), or when the
+    /// handles before it are filed.
+    pub(crate) fn stored(
+        &mut self,
+        label: &str,
+        handle: u64,
+        record: Record,
+    ) -> Result<(), String> {
+        match self.buckets.get(label) {
+            Some(copy) if handle > copy.synced => {
+                self.own
+                    .entry(label.to_owned())
+                    .or_default()
+                    .insert(handle, record);
+                self.file_own(label)
+            }
+            // Already filed (fetched), or a bucket this copy has not seen yet
+            // (the next sync fetches it).
+            _ => Ok(()),
+        }
+    }
+
+    /// File the own inserts of `label` that are next, drop those filed since.
+    fn file_own(&mut self, label: &str) -> Result<(), String> {
+        let lookup = self.lookup_signatures;
+        let (Some(copy), Some(own)) = (self.buckets.get_mut(label), self.own.get_mut(label)) else {
+            return Ok(());
+        };
+        while let Some(entry) = own.first_entry() {
+            let handle = *entry.key();
+            if handle <= copy.synced {
+                entry.remove();
+                continue;
+            }
+            if handle != copy.synced + 1 {
+                break;
+            }
+            let record = Some(entry.remove())
+                .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
+            copy.file(handle, record, lookup)?;
+        }
+        if own.is_empty() {
+            self.own.remove(label);
         }
         Ok(())
     }
 
-    /// The article deleted from bucket `label` under `handle` is gone.
+    /// The article deleted from bucket `label` under `handle` is gone (one
+    /// not filed yet is filed as deleted).
     pub(crate) fn forget(&mut self, label: &str, handle: u64) {
         let lookup = self.lookup_signatures;
         if let Some(copy) = self.buckets.get_mut(label) {
-            copy.forget(handle, lookup);
+            if handle > copy.synced {
+                self.forgotten.insert((label.to_owned(), handle));
+            } else {
+                copy.forget(handle, lookup);
+            }
         }
     }
 
@@ -338,12 +409,7 @@ impl BucketCopy {
         }
     }
 
-    fn file(
-        &mut self,
-        handle: u64,
-        record: Option<(Vec<u8>, Vec<u8>)>,
-        lookup: usize,
-    ) -> Result<(), String> {
+    fn file(&mut self, handle: u64, record: Option<Record>, lookup: usize) -> Result<(), String> {
         let h = u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
         self.synced = handle;
         let Some((packed, meta_bytes)) = record else {
@@ -418,7 +484,7 @@ mod tests {
     use crate::index::redis::codec::{encode_fingerprint, encode_meta};
     use crate::index::Verdict;
 
-    fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Option<(Vec<u8>, Vec<u8>)> {
+    fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Option<Record> {
         let fp = Fingerprint {
             simhash,
             content,
@@ -524,7 +590,7 @@ mod tests {
     }
 
     #[test]
-    fn a_bucket_gone_from_the_registry_is_dropped_and_a_restarted_one_recopied() {
+    fn a_bucket_gone_from_the_registry_is_dropped_and_a_lagging_counter_kept() {
         let mut r = Replica::new(4);
         r.plan(&[("b".to_owned(), 0, 1)]);
         r.apply("b", 1, vec![record("a", 1, 1, &[1])]).unwrap();
@@ -537,12 +603,48 @@ mod tests {
             vec![record("a", 1, 1, &[1]), record("b", 1, 1, &[1])],
         )
         .unwrap();
-        // The counter went back: copied again from handle 1.
+        // A counter read before this process filed its own inserts: nothing
+        // to fetch, nothing dropped.
+        assert_eq!(r.plan(&[("c".to_owned(), 10, 1)]), vec![]);
+        assert_eq!(r.len(), 2);
+        // Another bucket under the label (another start): copied anew.
         assert_eq!(
-            r.plan(&[("c".to_owned(), 10, 1)]),
+            r.plan(&[("c".to_owned(), 20, 1)]),
             vec![("c".to_owned(), 1, 1)]
         );
         assert_eq!(r.len(), 0);
+    }
+
+    #[test]
+    fn own_inserts_are_filed_in_handle_order_and_deletions_before_filing_hold() {
+        let mut r = Replica::new(4);
+        r.plan(&[("b".to_owned(), 0, 0)]);
+        let rec = |id: &str, c: u64| record(id, c, c, &[c as u32]).unwrap();
+        // Handle 2 is stored first (another task's commit ran later): it waits.
+        r.stored("b", 2, rec("two", 2)).unwrap();
+        assert_eq!(r.len(), 0);
+        r.stored("b", 1, rec("one", 1)).unwrap();
+        assert_eq!(r.len(), 2);
+        // Handle 3 is another process' (fetched by the next sync); 4 is ours
+        // and deleted before its turn: filed as deleted.
+        r.stored("b", 4, rec("four", 4)).unwrap();
+        r.forget("b", 4);
+        assert_eq!(
+            r.plan(&[("b".to_owned(), 0, 4)]),
+            vec![("b".to_owned(), 3, 4)]
+        );
+        r.apply(
+            "b",
+            3,
+            vec![record("three", 3, 3, &[3]), record("four", 4, 4, &[4])],
+        )
+        .unwrap();
+        assert_eq!(r.len(), 3);
+        assert!(r.find_id("four").is_none());
+        assert_eq!(r.find_id("three").map(|f| f.handle), Some(3));
+        // Stored into a bucket the copy has not seen: left to the next sync.
+        r.stored("new", 1, rec("x", 9)).unwrap();
+        assert_eq!(r.len(), 3);
     }
 
     #[test]

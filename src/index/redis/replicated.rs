@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use ::redis::Value;
 
+use super::codec::{encode_fingerprint, encode_meta};
 use super::conn::Conn;
 use super::replica::Found;
 use super::{
@@ -22,6 +23,13 @@ use super::{
 use crate::decision::{decide, CandidateView};
 use crate::index::{IndexEntry, IndexError, Outcome, Verdict};
 use crate::keys::{slot, HANDLES_PER_CHUNK};
+
+/// How long a copy serves checks before it is brought up to date again. A
+/// check on a copy up to this old is still right (the commit validates it
+/// against everything stored since); it only spares most checks the round
+/// trip. What it delays: another process' deletion reaches this one's checks
+/// up to this much later (its own deletions, at once).
+pub(super) const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Commands per pipeline when fetching new handles (each names up to 100).
 const FETCH_COMMANDS: usize = 512;
@@ -74,6 +82,7 @@ impl RedisIndex {
             Err(_) => state.syncing.lock().await,
         };
         let keys = &self.inner.keys;
+        let began = Instant::now();
         let cached = self.cached_shapes();
         let after = lock(&state.copy).deletions_read.clone();
         let mut pipe = ::redis::pipe();
@@ -146,7 +155,19 @@ impl RedisIndex {
             let mut replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
             deletions = parse_deletions(replies.pop())?;
         }
+        *state.synced_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(began);
         Ok(())
+    }
+
+    /// Whether the copy is older than [`SYNC_EVERY`] (or was never synced, or
+    /// this process deleted an article since).
+    fn copy_is_stale(&self) -> bool {
+        let state = self.replica_state();
+        state
+            .synced_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none_or(|at| at.elapsed() >= SYNC_EVERY)
     }
 
     /// Fetch and file handles `from..=to` of each bucket in `wanted`, a chunk
@@ -229,8 +250,11 @@ impl RedisIndex {
         let mut examined = 0u32;
         let mut must = false;
         for _ in 0..inner.max_attempts {
-            self.sync_replica(&mut conn, must).await?;
-            // After a conflict, read what caused it before deciding again.
+            // A query has no commit to validate it: always up to date. After a
+            // conflict, read what caused it before deciding again.
+            if must || !write || self.copy_is_stale() {
+                self.sync_replica(&mut conn, must).await?;
+            }
             must = true;
             let shapes = self
                 .cached_shapes()
@@ -285,7 +309,27 @@ impl RedisIndex {
                 .commit(&mut conn, entry, &probe, &snap, &verdict)
                 .await?
             {
-                Committed::Ok | Committed::Expired => {
+                Committed::Ok(handle) => {
+                    // File it now: the next check need not fetch it.
+                    let offset = u32::try_from(entry.ts_ms - probe.start)
+                        .expect("a bucket is shorter than 2^32 ms");
+                    let record = (
+                        encode_fingerprint(fp),
+                        encode_meta(&entry.id, &verdict, offset, fp.words).into_bytes(),
+                    );
+                    lock(&state.copy)
+                        .stored(&probe.label, handle, record)
+                        .map_err(|reason| IndexError::Corrupt {
+                            id: entry.id.clone(),
+                            reason,
+                        })?;
+                    return Ok(Outcome {
+                        verdict,
+                        replayed: false,
+                        examined,
+                    });
+                }
+                Committed::Expired => {
                     return Ok(Outcome {
                         verdict,
                         replayed: false,
