@@ -422,28 +422,16 @@ impl RedisIndex {
                     examined,
                 });
             }
-            match self
+            let committed = self
                 .commit(&mut conn, entry, &probe, &snap, &verdict)
+                .await?;
+            match self
+                .settle(&mut conn, entry, committed, verdict, examined)
                 .await?
             {
-                Committed::Ok(_) | Committed::Expired => {
-                    return Ok(Outcome {
-                        verdict,
-                        replayed: false,
-                        examined,
-                    })
-                }
-                Committed::Replay => {
-                    if let Some(stored) = self.lookup(&mut conn, &entry.id).await? {
-                        return Ok(Outcome {
-                            verdict: stored.verdict,
-                            replayed: true,
-                            examined: 0,
-                        });
-                    }
-                    // Deleted in between: check again.
-                }
-                Committed::Retry => tokio::task::yield_now().await,
+                Some(outcome) => return Ok(outcome),
+                // A conflict, or a replay deleted in between: check again.
+                None => tokio::task::yield_now().await,
             }
         }
         Err(IndexError::Contention {
@@ -788,25 +776,32 @@ impl RedisIndex {
             return Ok(Verdict::Unique);
         }
         self.fetch_candidates(conn, fp, snap).await?;
-        let mut all: Vec<&Cand> = snap.buckets.iter().flat_map(|b| &b.cands).collect();
-        all.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
-        all.dedup_by(|a, b| a.label == b.label && a.handle == b.handle);
-        let views = all.iter().map(|c| CandidateView {
-            id: &c.meta.id,
-            simhash: c.fp.simhash,
-            content: c.fp.content,
-            signatures: &c.fp.signatures,
-            ts_ms: c.ts_ms,
-        });
-        Ok(match decide(fp, entry.ts_ms, views, cfg) {
-            None => Verdict::Unique,
-            Some(m) => {
-                let root = all
-                    .iter()
-                    .find(|c| c.meta.id == m.id)
-                    .and_then(|c| c.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
-                Verdict::from_match(m, root.as_deref())
-            }
+        let all: Vec<&Cand> = snap.buckets.iter().flat_map(|b| &b.cands).collect();
+        Ok(verdict_among(entry, all, cfg))
+    }
+
+    /// What a commit's answer means for the check: its outcome, or `None` to
+    /// check again (a conflict, or a replay whose article was deleted since).
+    async fn settle(
+        &self,
+        conn: &mut Conn,
+        entry: &IndexEntry,
+        committed: Committed,
+        verdict: Verdict,
+        examined: u32,
+    ) -> Result<Option<Outcome>, IndexError> {
+        Ok(match committed {
+            Committed::Ok(_) | Committed::Expired => Some(Outcome {
+                verdict,
+                replayed: false,
+                examined,
+            }),
+            Committed::Replay => self.lookup(conn, &entry.id).await?.map(|stored| Outcome {
+                verdict: stored.verdict,
+                replayed: true,
+                examined: 0,
+            }),
+            Committed::Retry => None,
         })
     }
 
@@ -1036,8 +1031,36 @@ fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
     })
 }
 
-/// A candidate article read from Redis.
-struct Cand {
+/// The verdict on `entry` among `cands` (any order, repeats allowed), as the
+/// embedded index gives it: [`decide`] over them in (bucket, handle) order,
+/// and a duplicate linked to its match's root.
+fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Cand>, cfg: &DecisionConfig) -> Verdict {
+    if entry.fingerprint.is_empty() {
+        return Verdict::Unique;
+    }
+    cands.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
+    cands.dedup_by(|a, b| a.label == b.label && a.handle == b.handle);
+    let views = cands.iter().map(|c| CandidateView {
+        id: &c.meta.id,
+        simhash: c.fp.simhash,
+        content: c.fp.content,
+        signatures: &c.fp.signatures,
+        ts_ms: c.ts_ms,
+    });
+    match decide(&entry.fingerprint, entry.ts_ms, views, cfg) {
+        None => Verdict::Unique,
+        Some(m) => {
+            let root = cands
+                .iter()
+                .find(|c| c.meta.id == m.id)
+                .and_then(|c| c.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
+            Verdict::from_match(m, root.as_deref())
+        }
+    }
+}
+
+/// A candidate article: read from Redis, or found in a replica.
+pub(crate) struct Cand {
     label: String,
     handle: u64,
     fp: Fingerprint,

@@ -16,7 +16,8 @@
 
 use std::collections::HashMap;
 
-use super::codec::{decode_fingerprint, decode_meta, Meta};
+use super::codec::{decode_fingerprint, decode_meta};
+use super::Cand;
 use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
 use crate::index::LISTED_PER_HASH;
@@ -117,15 +118,6 @@ impl<K: std::hash::Hash + Eq + Copy> Lists<K> {
             self.more.remove(&key);
         }
     }
-}
-
-/// A candidate found in a copy: its bucket, handle, fingerprint and meta.
-pub(crate) struct Found {
-    pub(crate) label: String,
-    pub(crate) handle: u64,
-    pub(crate) fp: Fingerprint,
-    pub(crate) meta: Meta,
-    pub(crate) ts_ms: i64,
 }
 
 /// What a replica check needs of one live bucket besides its candidates.
@@ -271,7 +263,7 @@ impl Replica {
 
     /// The stored article with id `id` in any live bucket: (label, handle,
     /// fingerprint, meta).
-    pub(crate) fn find_id(&self, id: &str) -> Option<Found> {
+    pub(crate) fn find_id(&self, id: &str) -> Option<Cand> {
         self.buckets.iter().find_map(|(label, copy)| {
             let handle = copy.find_id(id)?;
             copy.found(label, handle)
@@ -288,7 +280,7 @@ impl Replica {
         cfg: &DecisionConfig,
         range: (i64, i64),
         shapes: &HashMap<String, u32>,
-    ) -> (Vec<Found>, u32, Vec<BucketView>) {
+    ) -> (Vec<Cand>, u32, Vec<BucketView>) {
         let mut found = Vec::new();
         let mut views = Vec::new();
         let mut examined = 0usize;
@@ -384,10 +376,10 @@ impl BucketCopy {
         self.row(handle).map(|r| &r[1 + usize::from(r[0])..])
     }
 
-    fn found(&self, label: &str, handle: u32) -> Option<Found> {
+    fn found(&self, label: &str, handle: u32) -> Option<Cand> {
         let meta = decode_meta(self.meta_bytes(handle)?).ok()?;
         let fp = decode_fingerprint(self.packed(handle)?, meta.words).ok()?;
-        Some(Found {
+        Some(Cand {
             label: label.to_owned(),
             handle: u64::from(handle),
             ts_ms: self.start + i64::from(meta.ts_offset),

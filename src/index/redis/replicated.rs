@@ -15,13 +15,11 @@ use ::redis::Value;
 
 use super::codec::{encode_fingerprint, encode_meta};
 use super::conn::Conn;
-use super::replica::Found;
 use super::{
-    array, backend, bad_reply, bytes, int, parse_live, string, BucketSnap, Committed, Probe,
-    RedisIndex, ReplicaState, Snapshot,
+    array, backend, bad_reply, bytes, int, parse_live, string, verdict_among, BucketSnap,
+    Committed, Probe, RedisIndex, ReplicaState, Snapshot,
 };
-use crate::decision::{decide, CandidateView};
-use crate::index::{IndexEntry, IndexError, Outcome, Verdict};
+use crate::index::{IndexEntry, IndexError, Outcome};
 use crate::keys::{slot, HANDLES_PER_CHUNK};
 
 /// How long a copy serves checks before it is brought up to date again. A
@@ -270,11 +268,10 @@ impl RedisIndex {
                         examined: 0,
                     });
                 }
-                let (mut found, n, views) = copy.candidates(fp, cfg, (probe.lo, probe.hi), &shapes);
+                let (found, n, views) = copy.candidates(fp, cfg, (probe.lo, probe.hi), &shapes);
                 drop(copy);
                 examined = examined.saturating_add(n);
-                found.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
-                let verdict = decide_among(entry, &found, cfg);
+                let verdict = verdict_among(entry, found.iter().collect(), cfg);
                 let buckets = views
                     .into_iter()
                     .map(|v| BucketSnap {
@@ -305,80 +302,34 @@ impl RedisIndex {
                     examined,
                 });
             }
-            match self
+            let committed = self
                 .commit(&mut conn, entry, &probe, &snap, &verdict)
+                .await?;
+            if let Committed::Ok(handle) = committed {
+                // File it now: the next check need not fetch it.
+                let offset = u32::try_from(entry.ts_ms - probe.start)
+                    .expect("a bucket is shorter than 2^32 ms");
+                let record = (
+                    encode_fingerprint(fp),
+                    encode_meta(&entry.id, &verdict, offset, fp.words).into_bytes(),
+                );
+                lock(&state.copy)
+                    .stored(&probe.label, handle, record)
+                    .map_err(|reason| IndexError::Corrupt {
+                        id: entry.id.clone(),
+                        reason,
+                    })?;
+            }
+            if let Some(outcome) = self
+                .settle(&mut conn, entry, committed, verdict, examined)
                 .await?
             {
-                Committed::Ok(handle) => {
-                    // File it now: the next check need not fetch it.
-                    let offset = u32::try_from(entry.ts_ms - probe.start)
-                        .expect("a bucket is shorter than 2^32 ms");
-                    let record = (
-                        encode_fingerprint(fp),
-                        encode_meta(&entry.id, &verdict, offset, fp.words).into_bytes(),
-                    );
-                    lock(&state.copy)
-                        .stored(&probe.label, handle, record)
-                        .map_err(|reason| IndexError::Corrupt {
-                            id: entry.id.clone(),
-                            reason,
-                        })?;
-                    return Ok(Outcome {
-                        verdict,
-                        replayed: false,
-                        examined,
-                    });
-                }
-                Committed::Expired => {
-                    return Ok(Outcome {
-                        verdict,
-                        replayed: false,
-                        examined,
-                    })
-                }
-                Committed::Replay => {
-                    if let Some(stored) = self.lookup(&mut conn, &entry.id).await? {
-                        return Ok(Outcome {
-                            verdict: stored.verdict,
-                            replayed: true,
-                            examined: 0,
-                        });
-                    }
-                }
-                Committed::Retry => {}
+                return Ok(outcome);
             }
         }
         Err(IndexError::Contention {
             attempts: inner.max_attempts,
         })
-    }
-}
-
-/// The verdict on `entry` among `found`, as [`RedisIndex::decide`] gives it.
-fn decide_among(
-    entry: &IndexEntry,
-    found: &[Found],
-    cfg: &crate::decision::DecisionConfig,
-) -> Verdict {
-    if entry.fingerprint.is_empty() {
-        return Verdict::Unique;
-    }
-    let views = found.iter().map(|c| CandidateView {
-        id: &c.meta.id,
-        simhash: c.fp.simhash,
-        content: c.fp.content,
-        signatures: &c.fp.signatures,
-        ts_ms: c.ts_ms,
-    });
-    match decide(&entry.fingerprint, entry.ts_ms, views, cfg) {
-        None => Verdict::Unique,
-        Some(m) => {
-            let root = found
-                .iter()
-                .find(|c| c.meta.id == m.id)
-                .and_then(|c| c.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
-            Verdict::from_match(m, root.as_deref())
-        }
     }
 }
 
