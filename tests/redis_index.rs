@@ -505,25 +505,36 @@ async fn key_layout_is_the_documented_one() {
 /// However they interleave, each group keeps exactly one article.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_near_duplicates_keep_exactly_one_per_group() {
-    race_near_duplicate_groups(RedisIndexOptions::default()).await;
+    race_near_duplicate_groups(RedisIndexOptions::default(), 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_near_duplicates_keep_one_per_group_with_positional_block_sets() {
-    race_near_duplicate_groups(large_buckets()).await;
+    race_near_duplicate_groups(large_buckets(), 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_near_duplicates_keep_one_per_group_in_replica_mode() {
-    race_near_duplicate_groups(replica()).await;
+    race_near_duplicate_groups(replica(), 4).await;
+}
+
+/// Replica mode, every copy through one process: its checks decide from one
+/// copy while the others' commits are in flight, so near-duplicates are kept
+/// apart only by each commit's validation of what was stored since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_near_duplicates_in_one_process_keep_one_per_group_in_replica_mode() {
+    race_near_duplicate_groups(replica(), 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_near_duplicates_keep_one_per_group_in_replica_mode_on_large_buckets() {
-    race_near_duplicate_groups(RedisIndexOptions {
-        replica: true,
-        ..large_buckets()
-    })
+    race_near_duplicate_groups(
+        RedisIndexOptions {
+            replica: true,
+            ..large_buckets()
+        },
+        4,
+    )
     .await;
 }
 
@@ -625,10 +636,11 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
     }
 }
 
-async fn race_near_duplicate_groups(options: RedisIndexOptions) {
+/// `processes`: indexes connected (each one process' worth of connections).
+async fn race_near_duplicate_groups(options: RedisIndexOptions, processes: usize) {
     let server = RedisServer::start();
     let mut indexes = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..processes {
         indexes.push(
             RedisIndex::connect(&server.url(), "race", config(), options.clone())
                 .await

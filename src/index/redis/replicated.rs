@@ -281,7 +281,14 @@ impl RedisIndex {
                         } else {
                             v.synced.to_string()
                         },
-                        in_range: v.probed && v.synced > 0,
+                        // Probed buckets are validated even when the copy holds none
+                        // of their articles yet (another task's sync has listed a new
+                        // bucket and not fetched it): the commit then tests every
+                        // article in it. Out of range, a check decided at that moment
+                        // passed validation unseen and could be stored beside its
+                        // near-duplicate (found by the racing tests when decisions
+                        // moved into a commit task, which made it frequent).
+                        in_range: v.probed && shapes.contains_key(&v.label),
                         label: v.label,
                         start: v.start,
                         members: Vec::new(),
