@@ -36,6 +36,9 @@
 --          and B times: label, counter read, in range (0/1), and which lists
 --          were full when read ('1' per list: the content list, then the S
 --          sketch lists; "" when not in range)
+-- then     this process' token ("" = none: the default mode, a preload), the
+--          commit's sequence number, and '1' if the worker vouches for the
+--          newest run of its own commits (src/index/redis/own_commits.rs)
 -- last     '1': write the lookup lists (h:, c:, s:); '0': the worker holds a
 --          replica (src/index/redis/replica.rs) and reads no lists, so none
 --          are written. A bucket records which (n:L field l = '0': none), and
@@ -45,6 +48,8 @@
 -- {"mode", label} (the bucket was written by workers of the other kind)
 local P, id = ARGV[1], ARGV[2]
 local lists = ARGV[#ARGV] ~= '0'
+local token, seq = ARGV[#ARGV - 3], tonumber(ARGV[#ARGV - 2])
+local vouched = ARGV[#ARGV - 1] == '1'
 local reg = KEYS[1]
 local label, start, retain = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local simhex, simdec, content, cfield = ARGV[6], ARGV[7], ARGV[10], ARGV[11]
@@ -146,23 +151,12 @@ local function conflict(recs, full)
   return nil
 end
 
--- Whether one of the metas `metas` (an HMGET's replies: false for a missing
--- field, "" for a deleted article) may be this article's: one ends with its
--- id. The caller confirms a hit in the i: hash (one id may end another), so
--- the test is exact, and one string.find instead of a lookup in a hash.
-local function names_id(metas)
-  local parts = {}
-  for r = 1, #metas do
-    if metas[r] then parts[#parts + 1] = metas[r] end
-  end
-  if #parts == 0 then return false end
-  return string.find(table.concat(parts, '\0') .. '\0', id .. '\0', 1, true) ~= nil
-end
-
 -- Validation: the same live buckets, and in every bucket that received an
 -- insert since the gather, neither this id nor anything that changes what was
 -- read has appeared.
 local live = redis.call('ZRANGE', reg, '0', '-1', 'WITHSCORES')
+-- The own bucket's counter hash as read here (nil: not read)
+local own_run
 local B = tonumber(ARGV[i])
 i = i + 1
 if B < 0 then
@@ -176,7 +170,10 @@ for b = 1, B do
   local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
   if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
-  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l')
+  -- n: counter, k: shape, l: lists kept; w, w0, ws: the marker of the
+  -- newest run of one process' inserts (src/index/redis/own_commits.rs)
+  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws')
+  if l == label then own_run = nk end
   if nk[2] and (nk[3] ~= '0') ~= lists then return {'mode', l} end
   -- The bucket expired since the gather (an article lagging by about a bucket):
   -- gather again, which no longer sees it.
@@ -191,6 +188,15 @@ for b = 1, B do
       if stored() then return {'replay'} end
     else
       local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1])
+      -- Handles w0..n were all inserted by this process' commits, sent before
+      -- this one (ws < seq): the worker has tested them against this article,
+      -- the same tests as below, and vouches that none matters.
+      if vouched and nk[4] == token and (tonumber(nk[6]) or math.huge) < seq then
+        to = math.min(to, tonumber(nk[5]) - 1)
+      end
+      -- Only an article inserted since can hold the id: one HEXISTS, not a read
+      -- of every new article's meta.
+      if from <= to and stored() then return {'replay'} end
       -- Far behind (a stalled worker): reading everything again is cheaper.
       if to - from >= 256 then return {'retry', 'behind'} end
       while from <= to do
@@ -198,9 +204,6 @@ for b = 1, B do
         local last = math.min(to, chunk * 100 + 99)
         local handles = {}
         for x = from, last do handles[#handles + 1] = string.format('%d', x - chunk * 100) end
-        -- Only a handle inserted since can hold the id: its meta names it.
-        local metas = redis.call('HMGET', P .. 'm:' .. l .. ':' .. chunk, unpack(handles))
-        if names_id(metas) and stored() then return {'replay'} end
         local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)), full)
         if why then return {'retry', why} end
         from = last + 1
@@ -221,6 +224,20 @@ local nkey = P .. 'n:' .. label
 local hn = redis.call('HINCRBY', nkey, 'n', '1')
 local fresh = hn == 1 -- a new bucket: every key written below is new
 local h = string.format('%d', hn)
+-- Extend this process' run of inserts, or start one (own_commits.rs).
+if token ~= '' then
+  local w, ws = nil, nil
+  if own_run then w, ws = own_run[4], own_run[6] end
+  if fresh then w = nil end
+  if w ~= token then
+    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2])
+  elseif (tonumber(ws) or math.huge) < seq then
+    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2])
+  end
+elseif not lists then
+  -- An insert of no process' run (a preload) ends the run.
+  redis.call('HDEL', nkey, 'w')
+end
 if fresh then
   -- Shape the bucket by the newest older bucket's size (or the configured guess).
   local articles, older = nil, nil

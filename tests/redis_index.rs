@@ -538,6 +538,122 @@ async fn racing_near_duplicates_keep_one_per_group_in_replica_mode_on_large_buck
     .await;
 }
 
+/// Replica mode: a commit does not read back the articles its own process'
+/// checks inserted while it was in flight (the process tested them itself and
+/// vouches for them: src/index/redis/own_commits.rs); those another process
+/// inserted meanwhile it still reads. Counted on `MONITOR`: the `HMGET`s of
+/// `f:` keys that commit.lua sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replica_commits_read_back_only_what_other_processes_inserted() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let mut processes = Vec::new();
+    for _ in 0..2 {
+        let idx = RedisIndex::connect(&server.url(), "vouch", config(), replica())
+            .await
+            .expect("connect to the test redis-server");
+        idx.sync().await.unwrap();
+        processes.push(idx);
+    }
+    let t = now_ms();
+    // The bucket exists before the checks start: a check whose copy lacks it
+    // is sent back, and checks that must sync take turns, in no race at all.
+    let first = entry(
+        "first",
+        t,
+        fp(0x0123_4567_89ab_cdef, 1 << 40, &sketch(1 << 20, 12)),
+    );
+    processes[0].check_and_insert(&first).await.unwrap();
+    for idx in &processes {
+        idx.sync().await.unwrap();
+    }
+    let mut monitor = Monitor::start(&server);
+    let phase = |name: &str, processes: &[RedisIndex], first: u64| {
+        let tasks: Vec<_> = (first..first + 96)
+            .map(|i| {
+                let idx = processes[i as usize % processes.len()].clone();
+                // Unrelated articles: no block, content or sketch hash in common
+                // (a random pair shares a 16-bit block once in ~4,000).
+                let mut z = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                let e = entry(
+                    &format!("{name}-{i}"),
+                    t,
+                    fp(z ^ (z >> 31), i, &sketch(i + 1, 12)),
+                );
+                tokio::spawn(async move { idx.check_and_insert(&e).await.unwrap() })
+            })
+            .collect();
+        let name = name.to_owned();
+        async move {
+            for task in tasks {
+                assert_eq!(task.await.unwrap().verdict, Verdict::Unique);
+            }
+            name
+        }
+    };
+    let one = phase("one", &processes[..1], 0).await;
+    let read_back_alone = monitor.lua_reads_until(&mut conn, &one, ":f:");
+    let two = phase("two", &processes, 1000).await;
+    let read_back_between_two = monitor.lua_reads_until(&mut conn, &two, ":f:");
+    assert!(
+        read_back_alone <= 96 / 4,
+        "one process: {read_back_alone} reads of its own inserts in 96 commits"
+    );
+    assert!(
+        read_back_between_two > 0,
+        "two processes taking turns read back each other's inserts"
+    );
+}
+
+/// The commands a server receives, read from a `MONITOR` connection.
+struct Monitor {
+    lines: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl Monitor {
+    fn start(server: &RedisServer) -> Monitor {
+        use std::io::{BufRead, Write};
+        let addr = server.url().trim_start_matches("redis://").to_owned();
+        let mut stream = std::net::TcpStream::connect(addr.trim_end_matches('/')).unwrap();
+        stream.write_all(b"MONITOR\r\n").unwrap();
+        let mut lines = std::io::BufReader::new(stream);
+        let mut ok = String::new();
+        lines.read_line(&mut ok).unwrap();
+        assert_eq!(ok.trim_end(), "+OK");
+        Monitor { lines }
+    }
+
+    /// `HMGET`s sent by scripts of keys containing `key_part`, from the last
+    /// call up to an `ECHO marker` sent now.
+    fn lua_reads_until(
+        &mut self,
+        conn: &mut redis::Connection,
+        marker: &str,
+        key_part: &str,
+    ) -> usize {
+        use std::io::BufRead;
+        let _: String = redis::cmd("ECHO").arg(marker).query(conn).unwrap();
+        let echo = format!("\"ECHO\" \"{marker}\"");
+        let mut n = 0;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.lines.read_line(&mut line).unwrap() > 0,
+                "MONITOR closed"
+            );
+            if line.contains(&echo) {
+                return n;
+            }
+            if line.contains("lua]") && line.contains("\"HMGET\"") && line.contains(key_part) {
+                n += 1;
+            }
+        }
+    }
+}
+
 /// Replica mode: what one process stores and deletes, another process' copy
 /// learns (the new handles' entries, the deletion log); buckets keep no lookup
 /// lists, every key still expires, and a worker of the other mode is refused.

@@ -23,6 +23,7 @@
 
 mod codec;
 mod conn;
+mod own_commits;
 mod replica;
 mod replicated;
 
@@ -38,6 +39,7 @@ use std::time::Duration;
 use ::redis::{Script, Value};
 
 use self::conn::Conn;
+use self::own_commits::Ticket;
 use self::replica::Replica;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
@@ -151,6 +153,11 @@ struct Inner {
 struct ReplicaState {
     copy: Mutex<Replica>,
     syncing: tokio::sync::Mutex<()>,
+    /// Held from a commit's ticket until the command is queued on the
+    /// connection, so commits reach Redis in ticket order as far as the
+    /// connection keeps order: a commit that runs ahead of one with a lower
+    /// ticket makes that one read the run back (own_commits.rs).
+    sending: tokio::sync::Mutex<()>,
     /// When the copy was last brought up to date (`None`: never, or a delete
     /// since, which the next check must see).
     synced_at: Mutex<Option<std::time::Instant>>,
@@ -326,6 +333,7 @@ impl RedisIndex {
                 replica: options.replica.then(|| ReplicaState {
                     copy: Mutex::new(Replica::new(config.lookup_signatures)),
                     syncing: tokio::sync::Mutex::new(()),
+                    sending: tokio::sync::Mutex::new(()),
                     synced_at: Mutex::new(None),
                 }),
                 config,
@@ -423,7 +431,7 @@ impl RedisIndex {
                 });
             }
             let committed = self
-                .commit(&mut conn, entry, &probe, &snap, &verdict)
+                .commit(&mut conn, entry, &probe, &snap, &verdict, None)
                 .await?;
             match self
                 .settle(&mut conn, entry, committed, verdict, examined)
@@ -812,8 +820,9 @@ impl RedisIndex {
         probe: &Probe,
         snap: &Snapshot,
         verdict: &Verdict,
+        ticket: Option<&Ticket>,
     ) -> Result<Committed, IndexError> {
-        let inv = self.commit_invocation(entry, probe, Some(snap), verdict);
+        let inv = self.commit_invocation(entry, probe, Some(snap), verdict, ticket);
         let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
         let mut it = array(reply)?.into_iter();
         Ok(match string(it.next())?.as_str() {
@@ -845,13 +854,15 @@ impl RedisIndex {
     }
 
     /// The commit.lua call for `entry`; `snap: None` is a bulk preload (no
-    /// validation at all: see [`RedisIndex::preload`]).
+    /// validation at all: see [`RedisIndex::preload`]); `ticket`: replica
+    /// mode's place among this process' commits ([`own_commits`]).
     fn commit_invocation<'a>(
         &'a self,
         entry: &IndexEntry,
         probe: &Probe,
         snap: Option<&Snapshot>,
         verdict: &Verdict,
+        ticket: Option<&Ticket>,
     ) -> ::redis::ScriptInvocation<'a> {
         let inner = &self.inner;
         let keys = &inner.keys;
@@ -929,17 +940,24 @@ impl RedisIndex {
             }
         }
         let lists = if inner.replica.is_some() { "0" } else { "1" };
-        let Some(snap) = snap else {
-            inv.arg(-1).arg(lists);
-            return inv;
-        };
-        inv.arg(snap.buckets.len());
-        for b in &snap.buckets {
-            inv.arg(&b.label)
-                .arg(&b.counter)
-                .arg(u8::from(b.in_range))
-                .arg(b.full_lists());
+        match snap {
+            None => {
+                inv.arg(-1);
+            }
+            Some(snap) => {
+                inv.arg(snap.buckets.len());
+                for b in &snap.buckets {
+                    inv.arg(&b.label)
+                        .arg(&b.counter)
+                        .arg(u8::from(b.in_range))
+                        .arg(b.full_lists());
+                }
+            }
         }
+        match ticket {
+            Some(t) => inv.arg(&t.token).arg(t.seq).arg(u8::from(t.vouch)),
+            None => inv.arg("").arg("").arg("0"),
+        };
         inv.arg(lists);
         inv
     }
@@ -960,8 +978,14 @@ impl RedisIndex {
                 self.inner.bucket_ms,
                 self.inner.default_shape,
             );
-            pipe.invoke_script(&self.commit_invocation(entry, &probe, None, &Verdict::Unique))
-                .ignore();
+            pipe.invoke_script(&self.commit_invocation(
+                entry,
+                &probe,
+                None,
+                &Verdict::Unique,
+                None,
+            ))
+            .ignore();
         }
         pipe.query_async::<()>(&mut conn).await.map_err(backend)
     }

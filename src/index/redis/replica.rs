@@ -17,6 +17,7 @@
 use std::collections::HashMap;
 
 use super::codec::{decode_fingerprint, decode_meta};
+use super::own_commits::{Horizon, OwnCommits};
 use super::Cand;
 use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
@@ -37,6 +38,10 @@ pub(crate) struct Replica {
     /// Handles deleted before they were filed (an own insert deleted at once):
     /// filed as deleted when their turn comes.
     forgotten: std::collections::HashSet<(String, u64)>,
+    /// This process' recent commits, which a check tests itself so that the
+    /// commit need not read them back ([`OwnCommits`]). Kept with the copy,
+    /// under one lock: a check's horizon must match the counters it decides by.
+    pub(crate) commits: OwnCommits,
 }
 
 /// A stored article as `f:` and `m:` hold it: packed fingerprint, meta.
@@ -144,6 +149,14 @@ impl Replica {
         }
     }
 
+    /// A check decides now: which of this process' commits it must test
+    /// ([`OwnCommits::horizon`]), given what the copy holds.
+    pub(crate) fn horizon(&mut self) -> Horizon {
+        let buckets = &self.buckets;
+        self.commits
+            .horizon(|label| buckets.get(label).map(|copy| copy.synced))
+    }
+
     /// Keep the copies of the `live` buckets only (a bucket gone from the
     /// registry has expired), creating empty ones for new buckets. Returns,
     /// per live bucket, the handles to fetch: `synced + 1 ..= n`.
@@ -162,6 +175,10 @@ impl Replica {
             // retention): this process filed its own inserts after the counter
             // was read.
             if copy.start != *start {
+                if copy.synced > 0 {
+                    // Commits taken as filed here are not any more.
+                    self.commits.forget_all();
+                }
                 *copy = BucketCopy::default();
                 self.own.remove(label);
             }
