@@ -36,7 +36,7 @@
 --          and B times: label, counter read, in range (0/1), and which lists
 --          were full when read ('1' per list: the content list, then the S
 --          sketch lists; "" when not in range)
--- then     this process' token ("" = none: the default mode, a preload), the
+-- then     this process' token ("" = none: a preload), the
 --          commit's sequence number, and '1' if the worker vouches for the
 --          newest run of its own commits (src/index/redis/own_commits.rs)
 -- last     '1': write the lookup lists (h:, c:, s:); '0': the worker holds a
@@ -224,20 +224,6 @@ local nkey = P .. 'n:' .. label
 local hn = redis.call('HINCRBY', nkey, 'n', '1')
 local fresh = hn == 1 -- a new bucket: every key written below is new
 local h = string.format('%d', hn)
--- Extend this process' run of inserts, or start one (own_commits.rs).
-if token ~= '' then
-  local w, ws = nil, nil
-  if own_run then w, ws = own_run[4], own_run[6] end
-  if fresh then w = nil end
-  if w ~= token then
-    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2])
-  elseif (tonumber(ws) or math.huge) < seq then
-    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2])
-  end
-elseif not lists then
-  -- An insert of no process' run (a preload) ends the run.
-  redis.call('HDEL', nkey, 'w')
-end
 if fresh then
   -- Shape the bucket by the newest older bucket's size (or the configured guess).
   local articles, older = nil, nil
@@ -275,6 +261,21 @@ end
 -- The shape of an existing bucket the gather did not read (an article with an
 -- empty fingerprint, a preload).
 if not k then k = tonumber(redis.call('HGET', nkey, 'k')) end
+
+-- Extend this process' run of inserts, or start one (own_commits.rs).
+if token ~= '' then
+  local w, ws = nil, nil
+  if own_run then w, ws = own_run[4], own_run[6] end
+  if fresh then w = nil end
+  if w ~= token then
+    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2])
+  elseif (tonumber(ws) or math.huge) < seq then
+    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2])
+  end
+else
+  -- An insert of no process' run (a preload) ends the run.
+  redis.call('HDEL', nkey, 'w')
+end
 
 -- f:, m: (and d:) entries live in chunk hn / 100 under field hn % 100.
 local chunk = string.format('%d', math.floor(hn / 100))

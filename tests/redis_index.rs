@@ -439,6 +439,15 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.counter(&label), "r"])),
         (72 * 3_600_000).to_string()
     );
+    // The run of handles 1-2, both written by this process (its token: 16
+    // hex), the later commit's sequence number the highest.
+    let fields: Vec<String> =
+        redis::from_redis_value(q(&mut c, &["HKEYS", &k.counter(&label)])).unwrap();
+    assert_eq!(fields, ["n", "k", "r", "w", "w0", "ws"]);
+    let token = s(q(&mut c, &["HGET", &k.counter(&label), "w"]));
+    assert!(token.len() == 16 && token.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "w0"])), "1");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "ws"])), "2");
     // Block sets hold SimHashes as signed decimals.
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 0, 0x0123)])).unwrap();
@@ -538,18 +547,27 @@ async fn racing_near_duplicates_keep_one_per_group_in_replica_mode_on_large_buck
     .await;
 }
 
-/// Replica mode: a commit does not read back the articles its own process'
-/// checks inserted while it was in flight (the process tested them itself and
-/// vouches for them: src/index/redis/own_commits.rs); those another process
-/// inserted meanwhile it still reads. Counted on `MONITOR`: the `HMGET`s of
-/// `f:` keys that commit.lua sends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commits_read_back_only_what_other_processes_inserted() {
+    read_back_only_what_other_processes_inserted(RedisIndexOptions::default()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replica_commits_read_back_only_what_other_processes_inserted() {
+    read_back_only_what_other_processes_inserted(replica()).await;
+}
+
+/// A commit does not read back the articles its own process' checks inserted
+/// while it was in flight (the process tested them itself and vouches for
+/// them: src/index/redis/own_commits.rs); those another process inserted
+/// meanwhile it still reads. Counted on `MONITOR`: the `HMGET`s of `f:` keys
+/// that commit.lua sends.
+async fn read_back_only_what_other_processes_inserted(options: RedisIndexOptions) {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let mut processes = Vec::new();
     for _ in 0..2 {
-        let idx = RedisIndex::connect(&server.url(), "vouch", config(), replica())
+        let idx = RedisIndex::connect(&server.url(), "vouch", config(), options.clone())
             .await
             .expect("connect to the test redis-server");
         idx.sync().await.unwrap();
@@ -569,6 +587,8 @@ async fn replica_commits_read_back_only_what_other_processes_inserted() {
     }
     let mut monitor = Monitor::start(&server);
     let phase = |name: &str, processes: &[RedisIndex], first: u64| {
+        // 16 checks in flight per process, as a worker keeps them.
+        let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(16 * processes.len()));
         let tasks: Vec<_> = (first..first + 96)
             .map(|i| {
                 let idx = processes[i as usize % processes.len()].clone();
@@ -582,7 +602,11 @@ async fn replica_commits_read_back_only_what_other_processes_inserted() {
                     t,
                     fp(z ^ (z >> 31), i, &sketch(i + 1, 12)),
                 );
-                tokio::spawn(async move { idx.check_and_insert(&e).await.unwrap() })
+                let in_flight = in_flight.clone();
+                tokio::spawn(async move {
+                    let _turn = in_flight.acquire().await.unwrap();
+                    idx.check_and_insert(&e).await.unwrap()
+                })
             })
             .collect();
         let name = name.to_owned();

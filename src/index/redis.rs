@@ -18,6 +18,11 @@
 //!   records the article only if nothing inserted since the counters were read
 //!   changes what was read, otherwise the check is redone. Redis never scans
 //!   or popcounts, and runs a script only to commit.
+//! - What the process' own checks inserted meanwhile the commit does not read
+//!   back: the process tests those itself and vouches for them
+//!   ([`own_commits`]).
+//! - In replica mode ([`RedisIndexOptions::replica`]) a process keeps a copy
+//!   of the live articles and decides from it (`replica.rs`, `replicated.rs`).
 //!
 //! Scripts are sent with EVALSHA and reloaded on `NOSCRIPT` by [`redis::Script`].
 
@@ -39,7 +44,7 @@ use std::time::Duration;
 use ::redis::{Script, Value};
 
 use self::conn::Conn;
-use self::own_commits::Ticket;
+use self::own_commits::{Horizon, OwnCommits, Scope, Ticket, Tokens};
 use self::replica::Replica;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
@@ -148,16 +153,19 @@ struct Inner {
     /// Replica mode: the copy of the live articles, and the lock that lets one
     /// task at a time bring it up to date.
     replica: Option<ReplicaState>,
+    /// This process' recent commits, which a check tests itself so that its
+    /// commit need not read them back ([`own_commits`]).
+    own: Mutex<OwnCommits>,
+    /// Held from a commit's ticket until the command is queued on the
+    /// connection, so commits reach Redis in ticket order as far as the
+    /// connection keeps order: a commit that runs ahead of one with a lower
+    /// ticket makes that one read the run back.
+    sending: tokio::sync::Mutex<()>,
 }
 
 struct ReplicaState {
     copy: Mutex<Replica>,
     syncing: tokio::sync::Mutex<()>,
-    /// Held from a commit's ticket until the command is queued on the
-    /// connection, so commits reach Redis in ticket order as far as the
-    /// connection keeps order: a commit that runs ahead of one with a lower
-    /// ticket makes that one read the run back (own_commits.rs).
-    sending: tokio::sync::Mutex<()>,
     /// When the copy was last brought up to date (`None`: never, or a delete
     /// since, which the next check must see).
     synced_at: Mutex<Option<std::time::Instant>>,
@@ -170,6 +178,34 @@ impl std::fmt::Debug for RedisIndex {
             .field("bucket_ms", &self.inner.bucket_ms)
             .field("cluster", &matches!(self.inner.conn, Conn::Cluster(_)))
             .finish()
+    }
+}
+
+/// This process' commits ([`own_commits`]). A panic while one was held
+/// cannot leave them unsafe: at worst a check vouches for nothing.
+fn own_commits(inner: &Inner) -> std::sync::MutexGuard<'_, OwnCommits> {
+    inner.own.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A commit sent and not answered yet: if its answer never comes (an error,
+/// or the check's future dropped), it may have run or not, and this process'
+/// runs of inserts can no longer be vouched for ([`OwnCommits::lost`]).
+struct Unanswered<'a> {
+    inner: &'a Inner,
+    ticket: Option<&'a Ticket>,
+}
+
+impl Unanswered<'_> {
+    fn answered(mut self) {
+        self.ticket = None;
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            own_commits(self.inner).lost(ticket);
+        }
     }
 }
 
@@ -333,9 +369,10 @@ impl RedisIndex {
                 replica: options.replica.then(|| ReplicaState {
                     copy: Mutex::new(Replica::new(config.lookup_signatures)),
                     syncing: tokio::sync::Mutex::new(()),
-                    sending: tokio::sync::Mutex::new(()),
                     synced_at: Mutex::new(None),
                 }),
+                own: Mutex::new(OwnCommits::default()),
+                sending: tokio::sync::Mutex::new(()),
                 config,
             }),
         })
@@ -431,7 +468,7 @@ impl RedisIndex {
                 });
             }
             let committed = self
-                .commit(&mut conn, entry, &probe, &snap, &verdict, None)
+                .commit(&mut conn, entry, &probe, &snap, &verdict)
                 .await?;
             match self
                 .settle(&mut conn, entry, committed, verdict, examined)
@@ -562,6 +599,9 @@ impl RedisIndex {
                     pipe.cmd("SMEMBERS").arg(name);
                 }
             }
+            // This process' commits answered by now ran before these reads:
+            // the counters read count them.
+            let horizon = own_commits(&self.inner).horizon(|_| Some(u64::MAX));
             let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
             let mut it = replies.into_iter();
             let live = parse_live(it.next())?;
@@ -656,7 +696,10 @@ impl RedisIndex {
                         .expect("every live bucket is cached")
                 })
                 .collect();
-            return Ok(Gathered::Snapshot(Snapshot { buckets }));
+            return Ok(Gathered::Snapshot(Snapshot {
+                buckets,
+                horizon: Some(horizon),
+            }));
         }
         Err(bad_reply("bucket shapes keep changing"))
     }
@@ -813,6 +856,10 @@ impl RedisIndex {
         })
     }
 
+    /// Commit the check of `entry` that read `snap` and decided `verdict`,
+    /// with a ticket among this process' commits, vouching for those sent
+    /// since the check's horizon when none of them can change its decision
+    /// ([`own_commits`]).
     async fn commit(
         &self,
         conn: &mut Conn,
@@ -820,9 +867,68 @@ impl RedisIndex {
         probe: &Probe,
         snap: &Snapshot,
         verdict: &Verdict,
-        ticket: Option<&Ticket>,
     ) -> Result<Committed, IndexError> {
-        let inv = self.commit_invocation(entry, probe, Some(snap), verdict, ticket);
+        let Some(horizon) = snap.horizon else {
+            let inv = self.commit_invocation(entry, probe, Some(snap), verdict, None);
+            return self.invoke_commit(conn, &entry.id, inv).await;
+        };
+        let scopes = snap
+            .buckets
+            .iter()
+            .map(|b| {
+                let scope = if b.in_range {
+                    Scope::Probed {
+                        full: b.full_lists(),
+                    }
+                } else {
+                    Scope::IdOnly
+                };
+                (b.label.clone(), scope)
+            })
+            .collect();
+        let tokens = Tokens::of(
+            &entry.id,
+            &entry.fingerprint,
+            self.inner.config.lookup_signatures,
+        );
+        let sending = self.inner.sending.lock().await;
+        let ticket = own_commits(&self.inner).send(horizon, &probe.label, tokens, &scopes);
+        let unanswered = Unanswered {
+            inner: &self.inner,
+            ticket: Some(&ticket),
+        };
+        let committed = {
+            let inv = self.commit_invocation(entry, probe, Some(snap), verdict, Some(&ticket));
+            let mut commit = std::pin::pin!(self.invoke_commit(conn, &entry.id, inv));
+            // The first poll queues the command on the connection (the
+            // connection future is ready, the queue has room): the next
+            // ticket waits until then, not for the answer.
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(std::future::Future::poll(commit.as_mut(), cx))
+            })
+            .await;
+            drop(sending);
+            match first {
+                std::task::Poll::Ready(answer) => answer,
+                std::task::Poll::Pending => commit.await,
+            }?
+        };
+        unanswered.answered();
+        let handle = match committed {
+            Committed::Ok(handle) => Some(handle),
+            _ => None,
+        };
+        own_commits(&self.inner).answered(&ticket, handle);
+        Ok(committed)
+    }
+
+    /// Run commit.lua for the article `id` and read its answer.
+    async fn invoke_commit(
+        &self,
+        conn: &mut Conn,
+        id: &str,
+        inv: ::redis::ScriptInvocation<'_>,
+    ) -> Result<Committed, IndexError> {
         let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
         let mut it = array(reply)?.into_iter();
         Ok(match string(it.next())?.as_str() {
@@ -846,7 +952,7 @@ impl RedisIndex {
                 )));
             }
             "retry" => {
-                tracing::trace!(id = %entry.id, reason = %string(it.next()).unwrap_or_default(), "commit conflict, retrying");
+                tracing::trace!(id = %id, reason = %string(it.next()).unwrap_or_default(), "commit conflict, retrying");
                 Committed::Retry
             }
             other => return Err(bad_reply(other)),
@@ -1297,6 +1403,9 @@ pub struct ReadAhead(Gathered);
 
 struct Snapshot {
     buckets: Vec<BucketSnap>,
+    /// Which of this process' commits the check must test to vouch for them
+    /// ([`own_commits`]); `None`: no vouching.
+    horizon: Option<Horizon>,
 }
 
 impl Snapshot {

@@ -1,14 +1,15 @@
-//! This process' own recent commits (replica mode), so that a check can vouch
-//! for them to `commit.lua` instead of having the script read them back.
+//! This process' own recent commits, so that a check can vouch for them to
+//! `commit.lua` instead of having the script read them back.
 //!
 //! Why: a worker keeps many checks in flight (16 by default). Each decides
-//! from the copy, which cannot yet hold what the checks ahead of it are
-//! committing, so the commit script had to read those articles back from
-//! Redis and test them (~12 per check at 1 M, about 40 % of its time). But
-//! they are this process' own articles: it knows them. So a check tests them
-//! here, with the script's own test (a shared 16-bit block, the content hash's
-//! `c:` field, a lookup sketch hash, or the same id), and when none of them
-//! can change its decision it tells the script so.
+//! from what it read (a gather, or the replica's copy), which cannot yet show
+//! what the checks ahead of it are committing, so the commit script had to
+//! read those articles back from Redis and test them (~12 per check at 1 M,
+//! about 40 % of a replica-mode commit). But they are this process' own
+//! articles: it knows them. So a check tests them here, with the script's own
+//! test (a shared 16-bit block, the content hash's `c:` field, a lookup sketch
+//! hash, or the same id), and when none of them can change its decision it
+//! tells the script so.
 //!
 //! How the script knows which handles those are, without reading them: each
 //! bucket's counter hash (`n:`) holds a marker of its newest run of handles
@@ -19,9 +20,10 @@
 //! commit in the run was then sent before this one, and those are exactly the
 //! commits this module tested, from the check's *horizon* on:
 //!
-//! - A commit older than the horizon had been answered when the check decided
-//!   and was filed in the copy (its handle is at most the counter the check
-//!   gives the script), or stored nothing.
+//! - A commit older than the horizon had been answered before the check's
+//!   gather was sent (so it ran before the gather's reads), or, in replica
+//!   mode, before the check decided, and was filed in the copy: its handle is
+//!   at most the counter the check gives the script. Or it stored nothing.
 //! - A commit sent after the check is in the run only if it ran first, which
 //!   `ws` shows: the script then reads the run as before.
 //!
@@ -132,9 +134,11 @@ impl Default for OwnCommits {
 }
 
 impl OwnCommits {
-    /// A check decides now, from a copy whose bucket `label` holds handles
-    /// `1..=filed(label)` (`None`: a bucket the copy does not hold). Call it
-    /// under the same lock as the decision, so that both see one copy.
+    /// A check reads now (the default mode: `filed` says `Some(u64::MAX)`,
+    /// every answered commit ran before the reads) or decides now from a copy
+    /// whose bucket `label` holds handles `1..=filed(label)` (`None`: a
+    /// bucket the copy does not hold; call it under the copy's lock, so that
+    /// both see one copy).
     pub(crate) fn horizon(&mut self, filed: impl Fn(&str) -> Option<u64>) -> Horizon {
         let settled = |s: &Sent| match s.state {
             State::InFlight => false,

@@ -38,10 +38,10 @@ pub(crate) struct Replica {
     /// Handles deleted before they were filed (an own insert deleted at once):
     /// filed as deleted when their turn comes.
     forgotten: std::collections::HashSet<(String, u64)>,
-    /// This process' recent commits, which a check tests itself so that the
-    /// commit need not read them back ([`OwnCommits`]). Kept with the copy,
-    /// under one lock: a check's horizon must match the counters it decides by.
-    pub(crate) commits: OwnCommits,
+    /// A bucket this copy had filed articles of was emptied (its start
+    /// changed): commits taken as filed are not any more ([`OwnCommits`]);
+    /// the next horizon forgets them.
+    dropped_filed: bool,
 }
 
 /// A stored article as `f:` and `m:` hold it: packed fingerprint, meta.
@@ -151,10 +151,13 @@ impl Replica {
 
     /// A check decides now: which of this process' commits it must test
     /// ([`OwnCommits::horizon`]), given what the copy holds.
-    pub(crate) fn horizon(&mut self) -> Horizon {
-        let buckets = &self.buckets;
-        self.commits
-            .horizon(|label| buckets.get(label).map(|copy| copy.synced))
+    /// Call it under the copy's lock, so that the horizon matches the
+    /// counters the check decides by.
+    pub(crate) fn horizon(&mut self, commits: &mut OwnCommits) -> Horizon {
+        if std::mem::take(&mut self.dropped_filed) {
+            commits.forget_all();
+        }
+        commits.horizon(|label| self.buckets.get(label).map(|copy| copy.synced))
     }
 
     /// Keep the copies of the `live` buckets only (a bucket gone from the
@@ -175,10 +178,7 @@ impl Replica {
             // retention): this process filed its own inserts after the counter
             // was read.
             if copy.start != *start {
-                if copy.synced > 0 {
-                    // Commits taken as filed here are not any more.
-                    self.commits.forget_all();
-                }
+                self.dropped_filed |= copy.synced > 0;
                 *copy = BucketCopy::default();
                 self.own.remove(label);
             }

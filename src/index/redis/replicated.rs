@@ -9,18 +9,15 @@
 //! block, content hash or lookup sketch hash) makes it retry, exactly as for
 //! a gather that is out of date: the verdicts are those of the default mode.
 
-use std::future::Future;
-use std::task::Poll;
 use std::time::Instant;
 
 use ::redis::Value;
 
 use super::codec::{encode_fingerprint, encode_meta};
 use super::conn::Conn;
-use super::own_commits::{Scope, Ticket, Tokens};
 use super::{
-    array, backend, bad_reply, bytes, int, parse_live, string, verdict_among, BucketSnap,
-    Committed, Probe, RedisIndex, ReplicaState, Snapshot,
+    array, backend, bad_reply, bytes, int, own_commits, parse_live, string, verdict_among,
+    BucketSnap, Committed, Probe, RedisIndex, ReplicaState, Snapshot,
 };
 use crate::index::{IndexEntry, IndexError, Outcome};
 use crate::keys::{slot, HANDLES_PER_CHUNK};
@@ -262,7 +259,7 @@ impl RedisIndex {
                 .into_iter()
                 .filter_map(|(label, _, bits)| Some((label, bits?)))
                 .collect();
-            let (verdict, snap, horizon) = {
+            let (verdict, snap) = {
                 let mut copy = lock(&state.copy);
                 if let Some(stored) = copy.find_id(&entry.id) {
                     return Ok(Outcome {
@@ -272,7 +269,7 @@ impl RedisIndex {
                     });
                 }
                 let (found, n, views) = copy.candidates(fp, cfg, (probe.lo, probe.hi), &shapes);
-                let horizon = copy.horizon();
+                let horizon = copy.horizon(&mut own_commits(inner));
                 drop(copy);
                 examined = examined.saturating_add(n);
                 let verdict = verdict_among(entry, found.iter().collect(), cfg);
@@ -304,7 +301,13 @@ impl RedisIndex {
                         full: Some(v.full),
                     })
                     .collect();
-                (verdict, Snapshot { buckets }, horizon)
+                (
+                    verdict,
+                    Snapshot {
+                        buckets,
+                        horizon: Some(horizon),
+                    },
+                )
             };
             if !write {
                 return Ok(Outcome {
@@ -313,68 +316,23 @@ impl RedisIndex {
                     examined,
                 });
             }
-            let scopes = snap
-                .buckets
-                .iter()
-                .map(|b| {
-                    let scope = if b.in_range {
-                        Scope::Probed {
-                            full: b.full_lists(),
-                        }
-                    } else {
-                        Scope::IdOnly
-                    };
-                    (b.label.clone(), scope)
-                })
-                .collect();
-            let tokens = Tokens::of(&entry.id, fp, cfg.lookup_signatures);
-            let sending = state.sending.lock().await;
-            let ticket = lock(&state.copy)
-                .commits
-                .send(horizon, &probe.label, tokens, &scopes);
-            let unanswered = Unanswered {
-                state,
-                ticket: Some(&ticket),
-            };
-            let committed = {
-                let mut commit = std::pin::pin!(self.commit(
-                    &mut conn,
-                    entry,
-                    &probe,
-                    &snap,
-                    &verdict,
-                    Some(&ticket)
-                ));
-                // The first poll queues the command on the connection (the
-                // connection future is ready, the queue has room): the next
-                // ticket waits until then, not for the answer.
-                let first = std::future::poll_fn(|cx| Poll::Ready(commit.as_mut().poll(cx))).await;
-                drop(sending);
-                match first {
-                    Poll::Ready(answer) => answer,
-                    Poll::Pending => commit.await,
-                }?
-            };
-            unanswered.answered();
-            {
-                let mut copy = lock(&state.copy);
-                if let Committed::Ok(handle) = committed {
-                    // File it now: the next check need not fetch it.
-                    let offset = u32::try_from(entry.ts_ms - probe.start)
-                        .expect("a bucket is shorter than 2^32 ms");
-                    let record = (
-                        encode_fingerprint(fp),
-                        encode_meta(&entry.id, &verdict, offset, fp.words).into_bytes(),
-                    );
-                    copy.stored(&probe.label, handle, record)
-                        .map_err(|reason| IndexError::Corrupt {
-                            id: entry.id.clone(),
-                            reason,
-                        })?;
-                    copy.commits.answered(&ticket, Some(handle));
-                } else {
-                    copy.commits.answered(&ticket, None);
-                }
+            let committed = self
+                .commit(&mut conn, entry, &probe, &snap, &verdict)
+                .await?;
+            if let Committed::Ok(handle) = committed {
+                // File it now: the next check need not fetch it.
+                let offset = u32::try_from(entry.ts_ms - probe.start)
+                    .expect("a bucket is shorter than 2^32 ms");
+                let record = (
+                    encode_fingerprint(fp),
+                    encode_meta(&entry.id, &verdict, offset, fp.words).into_bytes(),
+                );
+                lock(&state.copy)
+                    .stored(&probe.label, handle, record)
+                    .map_err(|reason| IndexError::Corrupt {
+                        id: entry.id.clone(),
+                        reason,
+                    })?;
             }
             if let Some(outcome) = self
                 .settle(&mut conn, entry, committed, verdict, examined)
@@ -386,29 +344,6 @@ impl RedisIndex {
         Err(IndexError::Contention {
             attempts: inner.max_attempts,
         })
-    }
-}
-
-/// A commit sent and not answered yet: if its answer never comes (an error,
-/// or the check's future dropped), it may have run or not, and this process'
-/// runs of inserts can no longer be vouched for
-/// ([`OwnCommits::lost`](super::own_commits::OwnCommits::lost)).
-struct Unanswered<'a> {
-    state: &'a ReplicaState,
-    ticket: Option<&'a Ticket>,
-}
-
-impl Unanswered<'_> {
-    fn answered(mut self) {
-        self.ticket = None;
-    }
-}
-
-impl Drop for Unanswered<'_> {
-    fn drop(&mut self) {
-        if let Some(ticket) = self.ticket {
-            lock(&self.state.copy).commits.lost(ticket);
-        }
     }
 }
 
