@@ -170,9 +170,9 @@ for b = 1, B do
   local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   i = i + 4
   if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
-  -- n: counter, k: shape, l: lists kept; w, w0, ws: the marker of the
+  -- n: counter, k: shape, l: lists kept; w, w0, ws, wn: the marker of the
   -- newest run of one process' inserts (src/index/redis/own_commits.rs)
-  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws')
+  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws', 'wn')
   if l == label then own_run = nk end
   if nk[2] and (nk[3] ~= '0') ~= lists then return {'mode', l} end
   -- The bucket expired since the gather (an article lagging by about a bucket):
@@ -190,8 +190,11 @@ for b = 1, B do
       local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1])
       -- Handles w0..n were all inserted by this process' commits, sent before
       -- this one (ws < seq): the worker has tested them against this article,
-      -- the same tests as below, and vouches that none matters.
-      if vouched and nk[4] == token and (tonumber(nk[6]) or math.huge) < seq then
+      -- the same tests as below, and vouches that none matters. wn = n: the
+      -- newest insert is the run's (a writer that keeps no marker, such as an
+      -- older version of this script, ends every run).
+      if vouched and nk[4] == token and nk[7] == nk[1]
+        and (tonumber(nk[6]) or math.huge) < seq then
         to = math.min(to, tonumber(nk[5]) - 1)
       end
       -- Only an article inserted since can hold the id: one HEXISTS, not a read
@@ -268,9 +271,11 @@ if token ~= '' then
   if own_run then w, ws = own_run[4], own_run[6] end
   if fresh then w = nil end
   if w ~= token then
-    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2])
+    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2], 'wn', h)
   elseif (tonumber(ws) or math.huge) < seq then
-    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2])
+    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2], 'wn', h)
+  else
+    redis.call('HSET', nkey, 'wn', h)
   end
 else
   -- An insert of no process' run (a preload) ends the run.

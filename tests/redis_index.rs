@@ -440,14 +440,15 @@ async fn key_layout_is_the_documented_one() {
         (72 * 3_600_000).to_string()
     );
     // The run of handles 1-2, both written by this process (its token: 16
-    // hex), the later commit's sequence number the highest.
+    // hex), the later commit's sequence number the highest, 2 the newest.
     let fields: Vec<String> =
         redis::from_redis_value(q(&mut c, &["HKEYS", &k.counter(&label)])).unwrap();
-    assert_eq!(fields, ["n", "k", "r", "w", "w0", "ws"]);
+    assert_eq!(fields, ["n", "k", "r", "w", "w0", "ws", "wn"]);
     let token = s(q(&mut c, &["HGET", &k.counter(&label), "w"]));
     assert!(token.len() == 16 && token.bytes().all(|b| b.is_ascii_hexdigit()));
     assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "w0"])), "1");
     assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "ws"])), "2");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "wn"])), "2");
     // Block sets hold SimHashes as signed decimals.
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 0, 0x0123)])).unwrap();
@@ -555,6 +556,51 @@ async fn commits_read_back_only_what_other_processes_inserted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replica_commits_read_back_only_what_other_processes_inserted() {
     read_back_only_what_other_processes_inserted(replica()).await;
+}
+
+/// An insert by a writer that keeps no run marker (an older version of
+/// commit.lua, during a rolling upgrade; here the test itself) ends the run
+/// of the process' own inserts: the next commit reads it back and finds the
+/// conflict, instead of skipping it as its own.
+#[tokio::test]
+async fn an_insert_without_the_run_marker_is_read_back() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "marker").await;
+    let mut conn = server.connection();
+    let t = now_ms();
+    let first = entry("first", t, fp(0x1111_2222_3333_4444, 1, &sketch(1, 12)));
+    idx.check_and_insert(&first).await.unwrap();
+    let b = entry("b", t, fp(0x5555_6666_7777_8888, 2, &sketch(2, 12)));
+    let ahead = idx.read_ahead(&b).await.unwrap();
+    // Handle 2, written as an older commit.lua would: counter and packed
+    // fingerprint, no marker. It shares a block with b (and is in no block
+    // set, so b's gathers never see it: only the commit's read-back does).
+    let (label, _) = idx.locate("first").await.unwrap().unwrap();
+    let k = idx.keys();
+    let other = fp(0x5555_0000_0000_0000, 3, &sketch(3, 12));
+    let _: i64 = redis::cmd("HINCRBY")
+        .arg(k.counter(&label))
+        .arg("n")
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    let _: i64 = redis::cmd("HSET")
+        .arg(k.fingerprints(&label, 2))
+        .arg("2")
+        .arg(simdedup::index::redis::encode_fingerprint(&other))
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn)
+        .unwrap();
+    let out = idx.check_and_insert_after(&b, ahead).await.unwrap();
+    assert_eq!(out.verdict, Verdict::Unique);
+    assert_eq!(
+        commits_run(&mut conn),
+        2,
+        "the first commit read handle 2 back, found the shared block and retried"
+    );
 }
 
 /// A commit does not read back the articles its own process' checks inserted

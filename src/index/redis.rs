@@ -914,11 +914,16 @@ impl RedisIndex {
             }?
         };
         unanswered.answered();
-        let handle = match committed {
-            Committed::Ok(handle) => Some(handle),
-            _ => None,
-        };
-        own_commits(&self.inner).answered(&ticket, handle);
+        let mut own = own_commits(&self.inner);
+        match committed {
+            Committed::Ok(handle) => own.answered(&ticket, Some(handle)),
+            Committed::Expired | Committed::Retry => own.answered(&ticket, None),
+            // The id is stored: by another check, or by this very commit run
+            // twice (a connection that sends a request again after an error),
+            // whose handle this process would then never file. Rare: forget.
+            Committed::Replay => own.lost(&ticket),
+        }
+        drop(own);
         Ok(committed)
     }
 

@@ -14,9 +14,11 @@
 //! How the script knows which handles those are, without reading them: each
 //! bucket's counter hash (`n:`) holds a marker of its newest run of handles
 //! written by one process, `w` (that process' token), `w0` (the run's first
-//! handle) and `ws` (the highest sequence number among the run's commits). The
-//! script skips handles `w0..=n` of a check that vouches only when `w` is the
-//! check's token and `ws` is below the check's own sequence number: every
+//! handle), `ws` (the highest sequence number among the run's commits) and
+//! `wn` (the run's newest handle). The script skips handles `w0..=n` of a
+//! check that vouches only when `w` is the check's token, `wn` is `n` (no
+//! writer that keeps no marker came after) and `ws` is below the check's own
+//! sequence number: every
 //! commit in the run was then sent before this one, and those are exactly the
 //! commits this module tested, from the check's *horizon* on:
 //!
@@ -182,6 +184,20 @@ impl OwnCommits {
         tokens: Tokens,
         scopes: &HashMap<String, Scope>,
     ) -> Ticket {
+        if self.sent.len() >= REMEMBERED {
+            if self
+                .sent
+                .front()
+                .is_some_and(|s| s.seq >= self.settled_before)
+            {
+                // Forgetting a commit not settled yet would let a later
+                // horizon pass it untested: start afresh instead (before this
+                // commit takes its number, which is then not settled).
+                self.forget_all();
+            } else {
+                self.sent.pop_front();
+            }
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let remembered = self.sent.front().is_none_or(|s| s.seq <= horizon.seq);
@@ -198,9 +214,6 @@ impl OwnCommits {
             tokens,
             state: State::InFlight,
         });
-        if self.sent.len() > REMEMBERED {
-            self.sent.pop_front();
-        }
         Ticket {
             token: self.token.clone(),
             seq,
@@ -458,17 +471,40 @@ mod tests {
         let mut own = OwnCommits::default();
         let scopes = probed("b1", "0");
         let stalled = own.horizon(|_| Some(0));
-        for n in 0..=REMEMBERED as u16 {
-            let h = own.horizon(|_| Some(0));
-            own.send(
-                h,
-                "b1",
-                tokens(&n.to_string(), [n, n, n, n], 0, &[]),
-                &scopes,
-            );
+        let mut sent = Vec::new();
+        for n in 0..REMEMBERED as u16 {
+            let t = tokens(&n.to_string(), [n, n, n, n], 0, &[]);
+            sent.push(send_now(&mut own, "b1", t, &scopes));
         }
+        // All answered and filed: the oldest are dropped as new ones come.
+        for (h, t) in sent.iter().enumerate() {
+            own.answered(t, Some(h as u64 + 1));
+        }
+        let h = own.horizon(|_| Some(REMEMBERED as u64));
+        let t = own.send(h, "b1", tokens("new", [7, 7, 7, 7], 1, &[]), &scopes);
+        assert!(t.vouch);
         assert_eq!(own.sent.len(), REMEMBERED);
         let t = own.send(stalled, "b1", tokens("s", [u16::MAX; 4], 1, &[]), &scopes);
+        assert!(!t.vouch, "commits it never tested were dropped");
+    }
+
+    #[test]
+    fn dropping_a_commit_not_settled_starts_afresh() {
+        let mut own = OwnCommits::default();
+        let scopes = probed("b1", "0");
+        for n in 0..REMEMBERED as u16 {
+            let t = tokens(&n.to_string(), [n, n, n, n], 0, &[]);
+            send_now(&mut own, "b1", t, &scopes);
+        }
+        let token = own.token.clone();
+        // All still in flight: one more would push out one not settled.
+        let h = own.horizon(|_| Some(0));
+        let t = own.send(h, "b1", tokens("x", [u16::MAX; 4], 1, &[]), &scopes);
         assert!(!t.vouch);
+        assert_ne!(t.token, token, "a new token, whose runs start afresh");
+        assert_eq!(own.sent.len(), 1, "only the new commit is remembered");
+        let h = own.horizon(|_| Some(0));
+        let u = own.send(h, "b1", tokens("y", [u16::MAX; 4], 2, &[]), &scopes);
+        assert!(!u.vouch, "tested against x, which it shares a block with");
     }
 }

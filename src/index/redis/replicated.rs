@@ -254,13 +254,17 @@ impl RedisIndex {
                 self.sync_replica(&mut conn, must).await?;
             }
             must = true;
-            let shapes = self
-                .cached_shapes()
-                .into_iter()
-                .filter_map(|(label, _, bits)| Some((label, bits?)))
-                .collect();
             let (verdict, snap) = {
                 let mut copy = lock(&state.copy);
+                // Read under the copy's lock: a sync learns a bucket's shape
+                // before the copy holds it, so every bucket the copy holds has
+                // its shape here (read before the lock, a bucket the copy had
+                // just taken in went to the commit as out of range, unvalidated).
+                let shapes: std::collections::HashMap<String, u32> = self
+                    .cached_shapes()
+                    .into_iter()
+                    .filter_map(|(label, _, bits)| Some((label, bits?)))
+                    .collect();
                 if let Some(stored) = copy.find_id(&entry.id) {
                     return Ok(Outcome {
                         verdict: stored.meta.verdict,
