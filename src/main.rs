@@ -22,6 +22,13 @@ use simdedup::worker::shutdown::{on_signals, ShutdownTrigger};
 use simdedup::worker::tools;
 use std::sync::Arc;
 
+/// mimalloc instead of the system allocator: the worker's per-article work
+/// (tokenizing, candidates, Redis replies) is many small allocations, and
+/// glibc's malloc and free were a quarter of a replica-mode check's CPU
+/// (`perf`, docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "simdedup",
@@ -129,7 +136,11 @@ struct WorkerArgs {
     /// Entries read and not yet committed, at most.
     #[arg(long)]
     max_in_flight: Option<usize>,
-    /// Checks of a batch read ahead of their turn, in order (0: off; default 8).
+    /// Index calls of a batch in flight at once, in order; a check waits for the
+    /// earlier ones it could meet (1-256; default 16; 1: one at a time).
+    #[arg(long, value_name = "N")]
+    pipeline: Option<usize>,
+    /// Checks of a batch read ahead of their turn when --pipeline is 1 (0: off; default 8).
     #[arg(long, value_name = "N")]
     read_ahead: Option<usize>,
     /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux; default 10).
@@ -220,6 +231,9 @@ struct BenchArgs {
     /// Passed to the workers (their default otherwise).
     #[arg(long)]
     max_in_flight: Option<usize>,
+    /// Passed to the workers (their default otherwise).
+    #[arg(long, value_name = "N")]
+    pipeline: Option<usize>,
     /// Passed to the workers (their default otherwise).
     #[arg(long, value_name = "N")]
     read_ahead: Option<usize>,
@@ -594,6 +608,9 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
     if let Some(v) = args.max_in_flight {
         w.max_in_flight = v;
     }
+    if let Some(v) = args.pipeline {
+        w.pipeline = v;
+    }
     if let Some(v) = args.read_ahead {
         w.read_ahead = v;
     }
@@ -787,6 +804,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     o.max_memory_bytes = args.max_memory_gb.map(|gb| (gb * 1e9) as u64);
     o.batch_size = args.batch_size;
     o.max_in_flight = args.max_in_flight;
+    o.pipeline = args.pipeline;
     o.read_ahead = args.read_ahead;
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
     o.bucket_hours = args.bucket_hours;

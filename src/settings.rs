@@ -326,6 +326,11 @@ mod tests {
             "fingerprint.signatures = 12 hashes: use 1 to 12",
         );
         check_range(
+            |s, n| s.worker.pipeline = n,
+            &[(0, false), (1, true), (16, true), (256, true), (257, false)],
+            "but it is 1 (one index call at a time) to 256",
+        );
+        check_range(
             |s, n| s.worker.read_ahead = n,
             &[(0, true), (8, true), (256, true), (257, false)],
             "worker.read_ahead is at most 256",

@@ -519,22 +519,39 @@ async fn poison_entries_are_dead_lettered_after_max_deliveries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_keeps_the_first_of_each_group() {
     let server = RedisServer::start();
-    let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
-    keeps_the_first_of_each_group(&server, "ordered", index, 8).await;
+    for (ns, pipeline) in [("ordered", 16), ("ordered-one-at-a-time", 1)] {
+        let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
+        keeps_the_first_of_each_group(&server, ns, index, pipeline, 8).await;
+    }
 }
 
-/// The same on the Redis index, whose ordered worker reads the next checks
-/// ahead of their turn (`WorkerConfig::read_ahead`): a copy's read-ahead
-/// happens before its original is stored, so it is stale, and only the
-/// commit's validation (which sends the copy back to read again) keeps the
-/// verdicts those of one-after-another. Also with reading ahead off.
+/// The same on the Redis index, both modes, with the calls pipelined
+/// (`WorkerConfig::pipeline`: a copy waits for its original, the fillers
+/// between groups do not), and one at a time reading the next checks ahead of
+/// their turn (`WorkerConfig::read_ahead`): a copy's read-ahead happens before
+/// its original is stored, so it is stale, and only the commit's validation
+/// (which sends the copy back to read again) keeps the verdicts those of
+/// one-after-another. Also with reading ahead off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_keeps_the_first_of_each_group_on_redis_reading_ahead() {
     let server = RedisServer::start();
-    for (ns, read_ahead) in [("ahead", 8), ("ahead-far", 64), ("ahead-off", 0)] {
+    for (ns, pipeline, read_ahead) in [
+        ("pipelined", 16, 0),
+        ("ahead", 1, 8),
+        ("ahead-far", 1, 64),
+        ("ahead-off", 1, 0),
+    ] {
         let index = redis_index(&server, ns).await;
-        keeps_the_first_of_each_group(&server, ns, index, read_ahead).await;
+        keeps_the_first_of_each_group(&server, ns, index, pipeline, read_ahead).await;
     }
+    let options = RedisIndexOptions {
+        replica: true,
+        ..RedisIndexOptions::default()
+    };
+    let replica = RedisIndex::connect(&server.url(), "replica", DecisionConfig::default(), options)
+        .await
+        .unwrap();
+    keeps_the_first_of_each_group(&server, "replica", Arc::new(replica), 16, 0).await;
 }
 
 /// One worker on `index` until `outputs` entries are answered, then stopped.
@@ -579,6 +596,7 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
     server: &RedisServer,
     ns: &str,
     index: Arc<I>,
+    pipeline: usize,
     read_ahead: usize,
 ) {
     let keys = Keys::new(ns);
@@ -597,6 +615,7 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
     let config = WorkerConfig {
         consumer: "solo".into(),
         batch_size: 8,
+        pipeline,
         read_ahead,
         ..fast_config()
     };
@@ -617,11 +636,22 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
 /// The query sees `v0` (queries are never read ahead: nothing would validate a
 /// stale one). `v0` sent again after its delete is stored afresh — unique, not
 /// a replay of the deleted one, which a read passing the delete could have
-/// seen — and `v1` is a copy of it.
+/// seen — and `v1` is a copy of it. The same with the calls pipelined
+/// (`WorkerConfig::pipeline`), where deletes and queries are barriers too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_ahead_never_passes_a_delete_or_a_query() {
     let server = RedisServer::start();
-    let ns = "barrier";
+    for (ns, pipeline, read_ahead) in [("barrier", 1, 4), ("barrier-pipelined", 16, 0)] {
+        deletes_and_queries_keep_their_places(&server, ns, pipeline, read_ahead).await;
+    }
+}
+
+async fn deletes_and_queries_keep_their_places(
+    server: &RedisServer,
+    ns: &str,
+    pipeline: usize,
+    read_ahead: usize,
+) {
     let keys = Keys::new(ns);
     let mut conn = server.connection();
     let groups = 24u64;
@@ -650,15 +680,16 @@ async fn reading_ahead_never_passes_a_delete_or_a_query() {
             xadd(&mut conn, &keys, &fields);
         }
     }
-    let index = redis_index(&server, ns).await;
+    let index = redis_index(server, ns).await;
     let config = WorkerConfig {
         consumer: "solo".into(),
         // Two whole groups per batch (a batch is read ahead within itself).
         batch_size: 14,
-        read_ahead: 4,
+        pipeline,
+        read_ahead,
         ..fast_config()
     };
-    run_until_answered(&server, ns, index, config, (groups * 7) as usize).await;
+    run_until_answered(server, ns, index, config, (groups * 7) as usize).await;
     let out = read_stream(&mut conn, &keys.output_stream());
     assert_eq!(out.len(), (groups * 7) as usize);
     for (_, f) in &out {

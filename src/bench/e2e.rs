@@ -156,6 +156,7 @@ pub struct WorkerSetup {
     pub namespace: String,
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
+    pub pipeline: Option<usize>,
     pub read_ahead: Option<usize>,
     /// `bucket_hours` of the workers (`SIMDEDUP_BUCKET_HOURS`); their default otherwise.
     pub bucket_hours: Option<u64>,
@@ -228,6 +229,9 @@ impl Workers {
             }
             if let Some(m) = setup.max_in_flight {
                 cmd.args(["--max-in-flight", &m.to_string()]);
+            }
+            if let Some(p) = setup.pipeline {
+                cmd.args(["--pipeline", &p.to_string()]);
             }
             if let Some(r) = setup.read_ahead {
                 cmd.args(["--read-ahead", &r.to_string()]);

@@ -14,8 +14,10 @@
 //!   pool ([`fingerprint_pool`], run at a lower priority so that CPU work
 //!   never delays the async threads that talk to Redis), calls the index —
 //!   by default in stream order, batches taking turns (`WorkerConfig::ordered`),
-//!   so verdicts match `scan` — then commits the batch with script calls of
-//!   up to 16 entries ([`commit`]) and releases its permits.
+//!   so verdicts match `scan`, with up to `WorkerConfig::pipeline` calls in
+//!   flight among articles that cannot be each other's candidates — then
+//!   commits the batch with script calls of up to 16 entries ([`commit`]) and
+//!   releases its permits.
 //!
 //! Failures never lose an entry: nothing is acked before its output is written
 //! in the same script, and an entry a task gave up on stays pending, to be
@@ -82,8 +84,15 @@ pub struct WorkerConfig {
     pub ordered: bool,
     /// Concurrent index calls per batch when `ordered` is off.
     pub index_concurrency: usize,
-    /// When `ordered`: how many of the next checks of a batch read the index
-    /// ahead of their turn ([`Index::read_ahead`]), while the current one
+    /// When `ordered`: index calls of a batch in flight at once. A check waits
+    /// for every earlier entry of the batch whose article could be its
+    /// candidate (or share its id) to be decided ([`may_interact`]); checks
+    /// that cannot meet go together, so verdicts stay those of one after
+    /// another while the round trips overlap. A query or a delete waits for
+    /// everything before it. 1: one call at a time (then `read_ahead` applies).
+    pub pipeline: usize,
+    /// When `ordered` and `pipeline` is 1: how many of the next checks of a
+    /// batch read the index ahead of their turn ([`Index::read_ahead`]), while the current one
     /// decides and commits. Their reads may be stale by then; the commit
     /// validates them like any read raced by another writer, so verdicts stay
     /// those of one-after-another. 0: off.
@@ -130,6 +139,7 @@ impl Default for WorkerConfig {
             max_in_flight: 1024,
             ordered: true,
             index_concurrency: 32,
+            pipeline: 16,
             read_ahead: 8,
             fingerprint_nice: 10,
             block_ms: 1000,
@@ -153,6 +163,12 @@ impl WorkerConfig {
             return Err(
                 "worker.batch_size must be positive and at most worker.max_in_flight".into(),
             );
+        }
+        if self.pipeline == 0 || self.pipeline > 256 {
+            return Err(format!(
+                "worker.pipeline = {} but it is 1 (one index call at a time) to 256",
+                self.pipeline
+            ));
         }
         if self.read_ahead > 256 {
             return Err(
@@ -792,8 +808,9 @@ async fn resolve<I: Index>(
     }
 }
 
-/// An ordered batch's index calls, one after another in stream order, the
-/// first read of each insert-check done up to `read_ahead` entries early
+/// An ordered batch's index calls: up to `pipeline` at once, each started
+/// in stream order once every earlier entry it could meet is decided
+/// ([`may_interact`]); with `pipeline` 1, one after another, the first read of each insert-check done up to `read_ahead` entries early
 /// (concurrently, pipelined on the shared connection) while the entries
 /// before it decide and commit. A query or a delete is a barrier: nothing
 /// after it is read before it is done, since what it does (or, for a query,
@@ -803,6 +820,9 @@ async fn resolve_in_order<I: Index + 'static>(
     prepared: Vec<Prepared>,
     out: &mut Vec<Option<Resolution>>,
 ) {
+    if shared.config.pipeline > 1 {
+        return resolve_pipelined(shared, prepared, out).await;
+    }
     let depth = shared.config.read_ahead;
     if depth == 0 {
         for p in prepared {
@@ -850,6 +870,92 @@ async fn resolve_in_order<I: Index + 'static>(
         let p = prepared[i].take().expect("each entry is resolved once");
         out.push(resolve(shared, p, ahead).await);
     }
+}
+
+/// [`resolve_in_order`] with up to `pipeline` index calls in flight: a check
+/// starts once every earlier check of the batch it may meet is decided, a
+/// query or a delete once everything before it is.
+async fn resolve_pipelined<I: Index + 'static>(
+    shared: &Arc<Shared<I>>,
+    prepared: Vec<Prepared>,
+    out: &mut Vec<Option<Resolution>>,
+) {
+    type Call = tokio::task::JoinHandle<Option<Resolution>>;
+    async fn finish(call: Call) -> Option<Resolution> {
+        call.await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "an index call panicked; its entry stays pending");
+            None
+        })
+    }
+    let first = out.len();
+    out.resize(first + prepared.len(), None);
+    // Checks in flight, oldest first: (position, article, call).
+    let mut running: VecDeque<(usize, IndexEntry, Call)> = VecDeque::new();
+    for (i, p) in prepared.into_iter().enumerate() {
+        match p {
+            Prepared::Ready(r) => out[first + i] = Some(r),
+            Prepared::Check(entry, true) => {
+                while let Some(at) = running.iter().position(|(_, e, _)| may_interact(e, &entry)) {
+                    let (j, _, call) = running.remove(at).expect("found just now");
+                    out[first + j] = finish(call).await;
+                }
+                while running.len() >= shared.config.pipeline {
+                    let (j, _, call) = running.pop_front().expect("not empty");
+                    out[first + j] = finish(call).await;
+                }
+                let (s, e) = (shared.clone(), entry.clone());
+                let call =
+                    tokio::spawn(async move { resolve(&s, Prepared::Check(e, true), None).await });
+                running.push_back((i, entry, call));
+            }
+            barrier => {
+                while let Some((j, _, call)) = running.pop_front() {
+                    out[first + j] = finish(call).await;
+                }
+                out[first + i] = resolve(shared, barrier, None).await;
+            }
+        }
+    }
+    while let Some((j, _, call)) = running.pop_front() {
+        out[first + j] = finish(call).await;
+    }
+}
+
+/// Whether the verdict on one of two articles could depend on whether the
+/// other is stored yet: the same id (a replay), or a shared 16-bit SimHash
+/// block value at any position (every candidate within the distance bound
+/// shares one at its own position: the pigeonhole index), the same content
+/// hash, or a shared sketch hash (the lookup sketch hashes that candidate
+/// lists are kept for are among them). Articles sharing none of these are
+/// never each other's candidates in any index, and neither changes what the
+/// other's commit validates, so their index calls may run in either order.
+fn may_interact(a: &IndexEntry, b: &IndexEntry) -> bool {
+    if a.id == b.id {
+        return true;
+    }
+    let (fa, fb) = (&a.fingerprint, &b.fingerprint);
+    if fa.is_empty() || fb.is_empty() {
+        return false;
+    }
+    let theirs = crate::simhash::blocks(fb.simhash);
+    fa.content == fb.content
+        || crate::simhash::blocks(fa.simhash)
+            .iter()
+            .any(|x| theirs.contains(x))
+        || share_any(&fa.signatures, &fb.signatures)
+}
+
+/// Whether two ascending lists share a value.
+fn share_any(a: &[u32], b: &[u32]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => return true,
+        }
+    }
+    false
 }
 
 /// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
@@ -1004,5 +1110,55 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
                 tokio::time::sleep(backoff(attempt, shared.config.backoff_max_ms)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, simhash: u64, content: u64, signatures: &[u32]) -> IndexEntry {
+        IndexEntry {
+            id: id.into(),
+            ts_ms: 0,
+            fingerprint: Fingerprint {
+                simhash,
+                content,
+                signatures: signatures.to_vec(),
+                words: 10,
+            },
+        }
+    }
+
+    #[test]
+    fn articles_meet_through_any_signal_a_candidate_is_found_by() {
+        let a = entry("a", 0x1111_2222_3333_4444, 1, &[10, 20, 30]);
+        let apart = entry("b", 0x5555_6666_7777_8888, 2, &[11, 21, 31]);
+        assert!(!may_interact(&a, &apart));
+        assert!(!may_interact(&apart, &a));
+        // The same id, whatever the content: a replay.
+        assert!(may_interact(&a, &entry("a", 0x5555_6666_7777_8888, 2, &[])));
+        // One 16-bit block value, here at another position.
+        assert!(may_interact(&a, &entry("b", 0x5555_1111_7777_8888, 2, &[])));
+        // The content hash.
+        assert!(may_interact(&a, &entry("b", 0x5555_6666_7777_8888, 1, &[])));
+        // One sketch hash.
+        assert!(may_interact(
+            &a,
+            &entry("b", 0x5555_6666_7777_8888, 2, &[5, 30, 40])
+        ));
+        // An empty fingerprint (no words) is nobody's candidate.
+        let mut empty = entry("b", 0x1111_2222_3333_4444, 1, &[10]);
+        empty.fingerprint.words = 0;
+        assert!(!may_interact(&a, &empty));
+        assert!(!may_interact(&empty, &a));
+    }
+
+    #[test]
+    fn sorted_lists_share_a_value() {
+        assert!(share_any(&[1, 5, 9], &[2, 9]));
+        assert!(share_any(&[7], &[1, 3, 7]));
+        assert!(!share_any(&[1, 5, 9], &[2, 6, 10]));
+        assert!(!share_any(&[], &[1]));
     }
 }

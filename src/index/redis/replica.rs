@@ -55,12 +55,38 @@ pub(crate) struct BucketCopy {
     /// Handle `h` at `h - 1`: `[packed length][packed fingerprint][meta]`,
     /// `None` for a deleted article (or one deleted before it was copied).
     rows: Vec<Option<Box<[u8]>>>,
-    blocks: [HashMap<u16, Vec<u32>>; 4],
+    blocks: [HashMap<u16, BlockList>; 4],
     content: Lists<u64>,
     signatures: Lists<u32>,
     ids: HashMap<u64, u32>,
     /// Ids whose [`id_hash`] another id of the bucket already has (rare).
     id_clashes: HashMap<Box<str>, u32>,
+}
+
+/// The articles of a bucket that share one 16-bit block value: handles and
+/// SimHashes side by side, so that a check measures distances on one
+/// contiguous array instead of visiting each candidate's row (two cache
+/// misses per candidate, ~600 candidates per check at 10 M articles).
+#[derive(Debug, Default)]
+struct BlockList {
+    handles: Vec<u32>,
+    simhashes: Vec<u64>,
+}
+
+impl BlockList {
+    fn push(&mut self, handle: u32, simhash: u64) {
+        self.handles.push(handle);
+        self.simhashes.push(simhash);
+    }
+
+    /// Removes `handle`; whether the list is empty now.
+    fn remove(&mut self, handle: u32) -> bool {
+        if let Some(at) = self.handles.iter().position(|&h| h == handle) {
+            self.handles.swap_remove(at);
+            self.simhashes.swap_remove(at);
+        }
+        self.handles.is_empty()
+    }
 }
 
 /// Handle lists of at most [`LISTED_PER_HASH`] articles per hash, compact for
@@ -318,13 +344,13 @@ impl Replica {
             if probed {
                 let mut handles: Vec<u32> = Vec::new();
                 for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-                    for &h in copy.blocks[i].get(&block).into_iter().flatten() {
-                        examined += 1;
-                        let near = copy.packed(h).is_some_and(|p| {
-                            hamming(simhash_of(p), fp.simhash) <= cfg.max_distance
-                        });
-                        if near {
-                            handles.push(h);
+                    // Only live articles are listed (`forget` unlists them).
+                    if let Some(list) = copy.blocks[i].get(&block) {
+                        examined += list.handles.len();
+                        for (&h, &simhash) in list.handles.iter().zip(&list.simhashes) {
+                            if hamming(simhash, fp.simhash) <= cfg.max_distance {
+                                handles.push(h);
+                            }
                         }
                     }
                 }
@@ -370,14 +396,6 @@ impl Replica {
             .map(|c| c.rows.iter().filter(|r| r.is_some()).count())
             .sum()
     }
-}
-
-fn simhash_of(packed: &[u8]) -> u64 {
-    u64::from_le_bytes(
-        packed[..8]
-            .try_into()
-            .expect("a packed fingerprint has 16+ bytes"),
-    )
 }
 
 impl BucketCopy {
@@ -436,7 +454,7 @@ impl BucketCopy {
         self.rows.push(Some(row.into_boxed_slice()));
         if !fp.is_empty() {
             for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-                self.blocks[i].entry(block).or_default().push(h);
+                self.blocks[i].entry(block).or_default().push(h, fp.simhash);
             }
             self.content.push(fp.content, h);
             for s in fp.lookup_signatures(lookup) {
@@ -466,9 +484,8 @@ impl BucketCopy {
         if let Ok(fp) = decode_fingerprint(packed, meta.words) {
             if !fp.is_empty() {
                 for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-                    if let Some(v) = self.blocks[i].get_mut(&block) {
-                        v.retain(|&x| x != h);
-                        if v.is_empty() {
+                    if let Some(list) = self.blocks[i].get_mut(&block) {
+                        if list.remove(h) {
                             self.blocks[i].remove(&block);
                         }
                     }
