@@ -224,9 +224,19 @@ if start + retain <= now_ms then return {'expired'} end
 local expire_at = string.format('%d', math.ceil((start + retain) / 1000))
 
 local nkey = P .. 'n:' .. label
-local hn = redis.call('HINCRBY', nkey, 'n', '1')
+-- The new handle. Where validation read the counter (own_run), it is that
+-- plus one, written below along with the run marker: one call fewer than
+-- an HINCRBY here.
+local hn
+if own_run then
+  hn = (tonumber(own_run[1]) or 0) + 1
+else
+  hn = redis.call('HINCRBY', nkey, 'n', '1')
+end
 local fresh = hn == 1 -- a new bucket: every key written below is new
 local h = string.format('%d', hn)
+local counter = {}
+if own_run then counter = {'n', h} end
 if fresh then
   -- Shape the bucket by the newest older bucket's size (or the configured guess).
   local articles, older = nil, nil
@@ -271,13 +281,14 @@ if token ~= '' then
   if own_run then w, ws = own_run[4], own_run[6] end
   if fresh then w = nil end
   if w ~= token then
-    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2], 'wn', h)
+    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2], 'wn', h, unpack(counter))
   elseif (tonumber(ws) or math.huge) < seq then
-    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2], 'wn', h)
+    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2], 'wn', h, unpack(counter))
   else
-    redis.call('HSET', nkey, 'wn', h)
+    redis.call('HSET', nkey, 'wn', h, unpack(counter))
   end
 else
+  if own_run then redis.call('HSET', nkey, unpack(counter)) end
   -- An insert of no process' run (a preload) ends the run.
   redis.call('HDEL', nkey, 'w')
 end
