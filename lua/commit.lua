@@ -15,92 +15,116 @@
 -- gone: skipped.
 --
 -- KEYS[1]  the bucket registry (ZSET label -> bucket start ms)
--- ARGV[1]  key prefix, ARGV[2] article id
--- ARGV[3]  the article's bucket label, ARGV[4] its bucket start (ms)
--- ARGV[5]  retention after a bucket starts (bucket length + window, ms)
--- ARGV[6]  SimHash, 16 hex     ARGV[7] SimHash, signed decimal (set member)
--- ARGV[8]  packed fingerprint  ARGV[9] meta
--- ARGV[10] content hash, 16 hex ("" = empty fingerprint: not indexed)
--- ARGV[11] content hash as a c: field (field24 in prelude.lua)
--- ARGV[12] root id of the cluster to link to ("" when unique)
--- ARGV[13] shape bits for a new bucket with no older one to size it by
--- ARGV[14] the 4 SimHash blocks (4 hex each, first block first), concatenated
--- ARGV[15] S, then S sketch hashes (8 hex)
--- then     the own bucket as the gather read it: shape bits ("" when it was
---          not read: new, or a preload), h: key, field and value read for the
---          SimHash, c: key and value read, 5 flags ('1': block d's set was
---          empty; the 5th: list in h: even when full), S times s: key, field
---          and value read. Without lists (last argument '0'): the shape bits
---          and the flags only.
--- then     B = live buckets the gather saw (-1: bulk preload, nothing to check),
---          and B times: label, counter read, in range (0/1), and which lists
---          were full when read ('1' per list: the content list, then the S
---          sketch lists; "" when not in range)
--- then     this process' token ("" = none: a preload), the
---          commit's sequence number, and '1' if the worker vouches for the
---          newest run of its own commits (src/index/redis/own_commits.rs)
--- last     '1': write the lookup lists (h:, c:, s:); '0': the worker holds a
+-- ARGV[1]  key prefix         ARGV[2] article id
+-- ARGV[3]  the id's hash: the first 6 hex digits of its SHA-1 (ids_key)
+-- ARGV[4]  the article's bucket label, ARGV[5] its bucket start (ms)
+-- ARGV[6]  retention after a bucket starts (bucket length + window, ms)
+-- ARGV[7]  when the bucket's keys expire: (start + retention) / 1000 rounded
+--          up, unix seconds
+-- ARGV[8]  SimHash, 16 hex (its four 16-bit blocks, first block first)
+-- ARGV[9]  SimHash, signed decimal (set member)
+-- ARGV[10] packed fingerprint  ARGV[11] meta
+-- ARGV[12] content hash, 16 hex ("" = empty fingerprint: not indexed)
+-- ARGV[13] root id of the cluster to link to ("" when unique), ARGV[14] its
+--          hash (as ARGV[3]), ARGV[15] the label of the bucket to look for it
+--          in first ("" = not known)
+-- ARGV[16] shape bits for a new bucket with no older one to size it by
+-- ARGV[17] S: the lookup sketch hashes, the first S of the packed sketch
+-- ARGV[18] '1': write the lookup lists (h:, c:, s:); '0': the worker holds a
 --          replica (src/index/redis/replica.rs) and reads no lists, so none
 --          are written. A bucket records which (n:L field l = '0': none), and
 --          a worker of the other kind is refused rather than served wrong.
+-- ARGV[19] the own bucket's shape bits as the check read it ("" when it was
+--          not read: new, or a preload)
+-- ARGV[20] 5 flags ('1': block d's set was empty when read; the 5th: list in
+--          h: even when full)
+-- then     with lists only: the content hash as a c: field (field24 in
+--          prelude.lua), the S sketch hashes (8 hex), and when the own
+--          bucket was read: h: key, field and value read for the SimHash, c:
+--          key and value read, S times s: key, field and value read
+-- then     the live buckets the gather saw, four arguments each: label,
+--          counter read, in range (0/1), and which lists were full when read
+--          ('1' per list: the content list, then the S sketch lists; "" when
+--          not in range); or the one argument '-1' for a bulk preload
+--          (nothing to check)
+-- last     this process' token ("" = none: a preload), the commit's sequence
+--          number, and '1' if the worker vouches for the newest run of its own
+--          commits (src/index/redis/own_commits.rs)
 --
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"} |
 -- {"mode", label} (the bucket was written by workers of the other kind)
-local P, id = ARGV[1], ARGV[2]
-local lists = ARGV[#ARGV] ~= '0'
-local token, seq = ARGV[#ARGV - 3], tonumber(ARGV[#ARGV - 2])
-local vouched = ARGV[#ARGV - 1] == '1'
-local reg = KEYS[1]
-local label, start, retain = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-local simhex, simdec, content, cfield = ARGV[6], ARGV[7], ARGV[10], ARGV[11]
-local packed, root = ARGV[8], ARGV[12]
-local blocks = {}
-for d = 1, 4 do blocks[d] = string.sub(ARGV[14], 4 * d - 3, 4 * d) end
-local S = tonumber(ARGV[15])
-local sigs = {}
-for s = 1, S do sigs[s] = ARGV[15 + s] end
-local i = 16 + S
-
--- The own bucket's shape, h: key, field and value read for this SimHash, c:
--- and s: keys (and s: fields) and values ("" when the bucket was not read).
-local k = tonumber(ARGV[i])
-local hkey, hfield, hval, ckey, cval, empty
-local skeys, sfields, svals = {}, {}, {}
-if lists then
-  hkey, hfield, hval = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  ckey, cval = ARGV[i + 4], ARGV[i + 5]
-  -- 4 flags: the block set of block d was empty ('1'); a 5th: list this
-  -- article in its h: field even if the list is full (see append below)
-  empty = ARGV[i + 6]
-  for s = 1, S do
-    local at = i + 4 + 3 * s
-    skeys[s], sfields[s], svals[s] = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-  end
-  i = i + 7 + 3 * S
-else
-  empty = ARGV[i + 1]
-  i = i + 2
-end
+--
+-- Written for the cost of a call, which is mostly Lua's own work, not the
+-- commands': every argument, reply, string built and number parsed from a
+-- string (tonumber calls strtod twice) is a measurable share of a commit
+-- (docs/benchmarks.md, "The commit script's instructions"). So numbers stay
+-- strings where they are only compared or passed on, work needed only by a
+-- rare branch is done in that branch, and the worker sends what it can
+-- compute cheaper.
+local P, id, idhash, label = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local expire_at = ARGV[7]
+local simhex, simdec, packed, meta = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
+local content, root = ARGV[12], ARGV[13]
+local lists = ARGV[18] == '1'
+local k = tonumber(ARGV[19])
 local known = k ~= nil
+local empty = ARGV[20]
+local n_args = #ARGV
+local token, seq = ARGV[n_args - 2], ARGV[n_args - 1]
+local vouched = ARGV[n_args] == '1'
+
+-- Decimal strings of non-negative integers without leading zeros compare as
+-- numbers by length first (no tonumber); false (a missing field) is never less.
+local function lt(a, b)
+  return a and (#a < #b or (#a == #b and a < b))
+end
+
+-- With lists: the own bucket's h:, c: and s: keys (and fields) and the values
+-- the gather read there.
+local S, sigs, cfield
+local hkey, hfield, hval, ckey, cval
+local skeys, sfields, svals = {}, {}, {}
+local i = 21
+if lists then
+  S = tonumber(ARGV[17])
+  cfield = ARGV[21]
+  sigs = {}
+  for s = 1, S do sigs[s] = ARGV[21 + s] end
+  i = 22 + S
+  if known then
+    hkey, hfield, hval = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+    ckey, cval = ARGV[i + 3], ARGV[i + 4]
+    for s = 1, S do
+      local at = i + 2 + 3 * s
+      skeys[s], sfields[s], svals[s] = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+    end
+    i = i + 5 + 3 * S
+  end
+end
 
 -- The tokens this article's gather read, as they appear in a packed
 -- fingerprint (src/index/redis/codec.rs: SimHash u64 little-endian, content
 -- u64 LE, then the sorted sketch's u32 LE): the 16-bit blocks, the low 24
 -- bits of the content hash (what names its c: field, so an article with
 -- another content hash but the same field is a conflict too), the lookup
--- sketch hashes. (An h: field is named by the SimHash's low 24 bits, which
--- hold its last block.)
+-- sketch hashes (the first S of the sketch). (An h: field is named by the
+-- SimHash's low 24 bits, which hold its last block.)
 -- `list[t]`: for a token read through a list, its position among the
 -- bucket's full-list flags (1 the content list, 1 + s sketch list s).
-local tokens, list = {}, {}
-for d = 1, 4 do tokens[d] = string.sub(packed, 2 * d - 1, 2 * d) end
-if content ~= '' then
-  tokens[#tokens + 1] = string.sub(packed, 9, 11)
-  list[#tokens] = 1
-end
-for s = 1, S do
-  tokens[#tokens + 1] = string.sub(packed, 13 + 4 * s, 16 + 4 * s)
-  list[#tokens] = 1 + s
+-- Built by the first validation that needs them: most commits need none.
+local tokens, list
+local function build_tokens()
+  tokens = {string.sub(packed, 1, 2), string.sub(packed, 3, 4),
+    string.sub(packed, 5, 6), string.sub(packed, 7, 8)}
+  list = {}
+  if content ~= '' then
+    tokens[5] = string.sub(packed, 9, 11)
+    list[5] = 1
+  end
+  for s = 1, tonumber(ARGV[17]) do
+    tokens[#tokens + 1] = string.sub(packed, 13 + 4 * s, 16 + 4 * s)
+    list[#tokens] = 1 + s
+  end
 end
 
 -- Why the packed fingerprints `recs` (inserted since the gather; nil for a
@@ -114,6 +138,7 @@ end
 -- record: Lua calls into C are what costs here), and each hit is placed in its
 -- record by offsets.
 local function conflict(recs, full)
+  if not tokens then build_tokens() end
   local parts, ends, at = {}, {}, 0
   for r = 1, #recs do
     local rec = recs[r]
@@ -153,75 +178,88 @@ end
 
 -- Validation: the same live buckets, and in every bucket that received an
 -- insert since the gather, neither this id nor anything that changes what was
--- read has appeared.
-local live = redis.call('ZRANGE', reg, '0', '-1', 'WITHSCORES')
+-- read has appeared. (Labels only: a score would be formatted as a double by
+-- Redis and parsed back by Lua on every commit, and none is needed here.)
+local live = redis.call('ZRANGE', KEYS[1], '0', '-1')
 -- The own bucket's counter hash as read here (nil: not read)
 local own_run
-local B = tonumber(ARGV[i])
-i = i + 1
-if B < 0 then
+-- The shapes read, by label (for the root link: ARGV[13])
+local shapes = root ~= '' and {} or nil
+if ARGV[i] == '-1' then
   -- Bulk preload (RedisIndex::preload, benchmarks only): no gather, no checks.
-  if find_id(P, live, id) then return {'replay'} end
-  B = 0
-elseif #live ~= 2 * B then
-  return {'retry', 'buckets'}
-end
-for b = 1, B do
-  local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  i = i + 4
-  if live[2 * b - 1] ~= l then return {'retry', 'buckets'} end
-  -- n: counter, k: shape, l: lists kept; w, w0, ws, wn: the marker of the
-  -- newest run of one process' inserts (src/index/redis/own_commits.rs)
-  local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws', 'wn')
-  if l == label then own_run = nk end
-  if nk[2] and (nk[3] ~= '0') ~= lists then return {'mode', l} end
-  -- The bucket expired since the gather (an article lagging by about a bucket):
-  -- gather again, which no longer sees it.
-  if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end
-  if (nk[1] or '') ~= counter then
-    -- Stored since the gather (which read this bucket's i: after its counter),
-    -- by a racing copy of this entry: its stored verdict is the answer.
-    local function stored()
-      return nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), id), id) == 1
-    end
-    if inrange ~= '1' then
-      if stored() then return {'replay'} end
+  if find_id(P, live, id, idhash) then return {'replay'} end
+else
+  local B = (n_args - 2 - i) / 4
+  if #live ~= B then return {'retry', 'buckets'} end
+  for b = 1, B do
+    local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    i = i + 4
+    if live[b] ~= l then return {'retry', 'buckets'} end
+    -- n: counter, k: shape, l: lists kept; in the own bucket also w, w0, ws,
+    -- wn: the marker of the newest run of one process' inserts
+    -- (src/index/redis/own_commits.rs)
+    local nk
+    if l == label then
+      nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws', 'wn')
+      own_run = nk
     else
-      local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1])
-      -- Handles w0..n were all inserted by this process' commits, sent before
-      -- this one (ws < seq): the worker has tested them against this article,
-      -- the same tests as below, and vouches that none matters. wn = n: the
-      -- newest insert is the run's (a writer that keeps no marker, such as an
-      -- older version of this script, ends every run).
-      if vouched and nk[4] == token and nk[7] == nk[1]
-        and (tonumber(nk[6]) or math.huge) < seq then
-        to = math.min(to, tonumber(nk[5]) - 1)
+      nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l')
+    end
+    if shapes then shapes[l] = nk[2] end
+    if nk[2] and (nk[3] ~= '0') ~= lists then return {'mode', l} end
+    -- The bucket expired since the gather (an article lagging by about a bucket):
+    -- gather again, which no longer sees it.
+    if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end
+    if (nk[1] or '') ~= counter then
+      -- Stored since the gather (which read this bucket's i: after its counter),
+      -- by a racing copy of this entry: its stored verdict is the answer.
+      local function stored()
+        return nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1
       end
-      -- Only an article inserted since can hold the id: one HEXISTS, not a read
-      -- of every new article's meta.
-      if from <= to and stored() then return {'replay'} end
-      -- Far behind (a stalled worker): reading everything again is cheaper.
-      if to - from >= 256 then return {'retry', 'behind'} end
-      while from <= to do
-        local chunk = math.floor(from / 100)
-        local last = math.min(to, chunk * 100 + 99)
-        local handles = {}
-        for x = from, last do handles[#handles + 1] = string.format('%d', x - chunk * 100) end
-        local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)), full)
-        if why then return {'retry', why} end
-        from = last + 1
+      if inrange ~= '1' then
+        if stored() then return {'replay'} end
+      else
+        local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1])
+        -- Handles w0..n were all inserted by this process' commits, sent before
+        -- this one (ws < seq): the worker has tested them against this article,
+        -- the same tests as below, and vouches that none matters. wn = n: the
+        -- newest insert is the run's (a writer that keeps no marker, such as an
+        -- older version of this script, ends every run).
+        if vouched and l ~= label then
+          -- Another bucket's marker (rarely needed: read only now).
+          nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws', 'wn')
+        end
+        if vouched and nk[4] == token and nk[7] == nk[1] and lt(nk[6], seq) then
+          to = math.min(to, tonumber(nk[5]) - 1)
+        end
+        -- Only an article inserted since can hold the id: one HEXISTS, not a read
+        -- of every new article's meta.
+        if from <= to and stored() then return {'replay'} end
+        -- Far behind (a stalled worker): reading everything again is cheaper.
+        if to - from >= 256 then return {'retry', 'behind'} end
+        while from <= to do
+          local chunk = math.floor(from / 100)
+          local last = math.min(to, chunk * 100 + 99)
+          local handles = {}
+          for x = from, last do handles[#handles + 1] = string.format('%d', x - chunk * 100) end
+          local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)), full)
+          if why then return {'retry', why} end
+          from = last + 1
+        end
       end
     end
   end
 end
 
 -- Past its retention already (an old article): decide, but store nothing.
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if start + retain <= now_ms then return {'expired'} end
--- Numbers handed to redis.call are formatted with sprintf("%.14g") each time:
--- format once.
-local expire_at = string.format('%d', math.ceil((start + retain) / 1000))
+-- Only a bucket not found above can be: an existing one's keys, the n: hash
+-- among them, expire at ARGV[7], in the retention's last second at the latest.
+local now_ms
+if not (own_run and own_run[2]) then
+  local t = redis.call('TIME')
+  now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if tonumber(ARGV[5]) + tonumber(ARGV[6]) <= now_ms then return {'expired'} end
+end
 
 local nkey = P .. 'n:' .. label
 -- The new handle. Where validation read the counter (own_run), it is that
@@ -235,13 +273,12 @@ else
 end
 local fresh = hn == 1 -- a new bucket: every key written below is new
 local h = string.format('%d', hn)
-local counter = {}
-if own_run then counter = {'n', h} end
 if fresh then
-  -- Shape the bucket by the newest older bucket's size (or the configured guess).
+  -- Shape the bucket by the newest older bucket's size (or the configured
+  -- guess). Labels are fixed-width UTC times: they sort as the buckets do.
   local articles, older = nil, nil
-  for b = #live - 1, 1, -2 do
-    if tonumber(live[b + 1]) < start then
+  for b = #live, 1, -1 do
+    if live[b] < label then
       local nk = redis.call('HMGET', P .. 'n:' .. live[b], 'n', 'k')
       articles, older = tonumber(nk[1] or ''), tonumber(nk[2] or '')
       break
@@ -255,19 +292,23 @@ if fresh then
     -- turns its hashes into hash tables (~3x the memory).
     if older and k < older - 1 then k = older - 1 end
   else
-    k = tonumber(ARGV[13])
+    k = tonumber(ARGV[16])
   end
   -- r: how long the bucket's keys live after it starts (bucket length +
   -- window): a process configured otherwise refuses to start (RedisIndex::connect).
-  redis.call('HSET', nkey, 'k', k, 'r', ARGV[5])
+  redis.call('HSET', nkey, 'k', string.format('%d', k), 'r', ARGV[6])
   if not lists then redis.call('HSET', nkey, 'l', '0') end
   redis.call('EXPIREAT', nkey, expire_at)
-  redis.call('ZADD', reg, start, label)
-  redis.call('ZREMRANGEBYSCORE', reg, '-inf', '(' .. (now_ms - retain))
-  if redis.call('TTL', reg) < 0 then
-    redis.call('EXPIREAT', reg, expire_at)
+  redis.call('ZADD', KEYS[1], ARGV[5], label)
+  if not now_ms then
+    local t = redis.call('TIME')
+    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', now_ms - tonumber(ARGV[6])))
+  if redis.call('TTL', KEYS[1]) < 0 then
+    redis.call('EXPIREAT', KEYS[1], expire_at)
   else
-    redis.call('EXPIREAT', reg, expire_at, 'GT')
+    redis.call('EXPIREAT', KEYS[1], expire_at, 'GT')
   end
 end
 
@@ -275,15 +316,16 @@ end
 -- empty fingerprint, a preload).
 if not k then k = tonumber(redis.call('HGET', nkey, 'k')) end
 
--- Extend this process' run of inserts, or start one (own_commits.rs).
+-- Extend this process' run of inserts, or start one (own_commits.rs). Where
+-- validation read the counter, the new one is written here too.
+local counter = own_run and {'n', h} or {}
 if token ~= '' then
   local w, ws = nil, nil
-  if own_run then w, ws = own_run[4], own_run[6] end
-  if fresh then w = nil end
+  if own_run and not fresh then w, ws = own_run[4], own_run[6] end
   if w ~= token then
-    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', ARGV[#ARGV - 2], 'wn', h, unpack(counter))
-  elseif (tonumber(ws) or math.huge) < seq then
-    redis.call('HSET', nkey, 'ws', ARGV[#ARGV - 2], 'wn', h, unpack(counter))
+    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', seq, 'wn', h, unpack(counter))
+  elseif lt(ws, seq) then
+    redis.call('HSET', nkey, 'ws', seq, 'wn', h, unpack(counter))
   else
     redis.call('HSET', nkey, 'wn', h, unpack(counter))
   end
@@ -293,16 +335,19 @@ else
   redis.call('HDEL', nkey, 'w')
 end
 
--- f:, m: (and d:) entries live in chunk hn / 100 under field hn % 100.
-local chunk = string.format('%d', math.floor(hn / 100))
-local slot = string.format('%d', hn % 100)
-local ikey = ids_key(P, label, k, id)
-set_field(ikey, id, simhex .. ':' .. h, expire_at)
+-- f:, m: (and d:) entries live in chunk hn / 100 under field hn % 100: cut
+-- from h's digits.
+local chunk, slot = '0', h
+if hn >= 100 then
+  chunk, slot = string.sub(h, 1, -3), string.sub(h, -2)
+  if string.byte(slot) == 48 then slot = string.sub(slot, 2) end
+end
+set_field(ids_key(P, label, k, idhash), id, simhex .. ':' .. h, expire_at)
 local fkey = P .. 'f:' .. label .. ':' .. chunk
-redis.call('HSET', fkey, slot, ARGV[8])
+redis.call('HSET', fkey, slot, packed)
 local mkey = P .. 'm:' .. label .. ':' .. chunk
-redis.call('HSET', mkey, slot, ARGV[9])
-if fresh or hn % 100 == 0 then
+redis.call('HSET', mkey, slot, meta)
+if fresh or slot == '0' then
   redis.call('EXPIREAT', fkey, expire_at)
   redis.call('EXPIREAT', mkey, expire_at)
 end
@@ -322,11 +367,14 @@ if content ~= '' and lists then
   end
 end
 if content ~= '' then
+  -- Empty at the gather and unchanged since (validated): created just now.
+  local created = fresh or not known
+  local some = created or string.find(empty, '1', 1, true)
   for d = 1, 4 do
-    local bkey = block_key(P, label, k, d, blocks[d])
+    local block = string.sub(simhex, 4 * d - 3, 4 * d)
+    local bkey = block_key(P, label, k, d, block)
     redis.call('SADD', bkey, simdec)
-    -- Empty at the gather and unchanged since (validated): created just now.
-    if fresh or not known or string.sub(empty, d, d) == '1' then
+    if some and (created or string.byte(empty, d) == 49) then
       redis.call('EXPIREAT', bkey, expire_at)
     end
   end
@@ -355,14 +403,21 @@ if content ~= '' and lists then
   for s = 1, S do append(skeys[s], sfields[s], svals[s]) end
 end
 
--- Link a duplicate to its cluster's root (in the root's bucket, expiring with it).
+-- Link a duplicate to its cluster's root, in the root's bucket (tried first
+-- where the worker knows it: ARGV[15]). The d: hash gets the root bucket's
+-- expiry when this creates it (set_field).
 if root ~= '' then
-  local l, lstart, _, _, rslot, rchunk = find_id(P, live, root)
+  local hint = ARGV[15]
+  local l, _, _, rslot, rchunk = find_id(P, live, root, ARGV[14], hint ~= '' and hint or nil, shapes)
   if l then
-    local dkey = P .. 'd:' .. l .. ':' .. rchunk
-    local v2 = redis.call('HGET', dkey, rslot)
-    redis.call('HSET', dkey, rslot, v2 and (v2 .. ' ' .. label .. ':' .. h) or (label .. ':' .. h))
-    redis.call('EXPIREAT', dkey, math.ceil((tonumber(lstart) + retain) / 1000))
+    local dkey = P .. 'd:' .. l .. ':' .. string.format('%d', rchunk)
+    local field = string.format('%d', rslot)
+    local v2 = redis.call('HGET', dkey, field)
+    local link = label .. ':' .. h
+    if redis.call('HSET', dkey, field, v2 and (v2 .. ' ' .. link) or link, '', '') == 2 then
+      local lstart = redis.call('ZSCORE', KEYS[1], l)
+      redis.call('EXPIREAT', dkey, string.format('%d', math.ceil((tonumber(lstart) + tonumber(ARGV[6])) / 1000)))
+    end
   end
 end
 return {'ok', h}

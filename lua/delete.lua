@@ -5,9 +5,10 @@
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] article id.
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
-local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local label, start, ikey, _, slot, chunk = find_id(P, live, id)
+local labels = redis.call('ZRANGE', KEYS[1], 0, -1)
+local label, ikey, _, slot, chunk = find_id(P, labels, id, redis.sha1hex(id))
 if not label then return 0 end
+local start = redis.call('ZSCORE', KEYS[1], label)
 redis.call('HDEL', ikey, id)
 -- Workers in replica mode (src/index/redis/replica.rs) hold a copy of every
 -- live article: tell them, by an entry in the deletion log (a stream: they
@@ -33,6 +34,7 @@ end
 for _, family in ipairs({'f', 'm'}) do
   redis.call('HSET', P .. family .. ':' .. label .. ':' .. chunk, slot, '')
 end
--- Links are written with their expiry every time.
+-- The d: hash keeps its empty field "" (set_field in prelude.lua), and with it
+-- its expiry, when its last link goes.
 redis.call('HDEL', P .. 'd:' .. label .. ':' .. chunk, slot)
 return 1

@@ -2,13 +2,18 @@
 -- this text in front of each script that uses it when it loads the script, so
 -- every script is still one EVALSHA.
 
+-- printf formats of the hex key parts below, by digit count: a format built
+-- with `..` from a number would go through Lua's number-to-string conversion
+-- (sprintf "%.14g") on every call.
+local HEX_DIGITS = {'%01x', '%02x', '%03x', '%04x', '%05x', '%06x'}
+
 -- The top `bits` (0-24) bits of a hash written in hex (at least 6 digits), as
 -- ceil(bits / 4) hex digits, at least one: how the h:, c:, s: and i: hashes of
 -- a bucket are split (src/keys.rs, top_bits_hex).
 local function top(hex, bits)
-  local v = 0
-  if bits > 0 then v = math.floor(tonumber(string.sub(hex, 1, 6), 16) / 2 ^ (24 - bits)) end
-  return string.format('%0' .. math.max(1, math.ceil(bits / 4)) .. 'x', v)
+  if bits == 0 then return '0' end
+  local v = math.floor(tonumber(string.sub(hex, 1, 6), 16) / 2 ^ (24 - bits))
+  return string.format(HEX_DIGITS[math.floor((bits + 3) / 4)], v)
 end
 
 -- The low `bits` (0-24) bits of a 32-bit hash written in hex (8 digits), as
@@ -17,7 +22,7 @@ end
 -- of their sketch, so their top bits are skewed and their low bits are not).
 local function low(hex, bits)
   local v = tonumber(hex, 16) % 2 ^ bits
-  return string.format('%0' .. math.max(1, math.ceil(bits / 4)) .. 'x', v)
+  return string.format(HEX_DIGITS[math.max(1, math.floor((bits + 3) / 4))], v)
 end
 
 -- The field naming a SimHash or content hash (16 hex) in an h: or c: hash:
@@ -38,27 +43,39 @@ local function high(hex, bits)
   return string.format('%d', math.floor(tonumber(hex, 16) / 2 ^ bits))
 end
 
--- The i: hash of bucket `label` (shape `bits`) that holds article `id`: split
--- by the top bits of the SHA-1 of the id (src/keys.rs, Keys::ids).
-local function ids_key(P, label, bits, id)
-  return P .. 'i:' .. label .. ':' .. top(redis.sha1hex(id), bits)
+-- The i: hash of bucket `label` (shape `bits`) that holds the article whose
+-- id hashes to `idhash`: the SHA-1 of the id in hex, or its first 6 digits at
+-- least (the worker sends those: redis.sha1hex costs a commit more than the
+-- argument does). Split by its top bits (src/keys.rs, Keys::ids).
+local function ids_key(P, label, bits, idhash)
+  return P .. 'i:' .. label .. ':' .. top(idhash, bits)
 end
 
--- Where article `id` is stored, among the live buckets `live` (ZRANGE
--- WITHSCORES of the registry): label, bucket start, its i: key, the i: value
--- (`<simhash hex>:<handle>`), and where its f:, m:, d: entries are: the field
--- (the handle's last two digits) and the chunk (the handle without them); nil
--- when it is not stored.
-local function find_id(P, live, id)
-  for b = 1, #live, 2 do
-    local label = live[b]
-    local k = redis.call('HGET', P .. 'n:' .. label, 'k')
+-- Where article `id` (SHA-1 `idhash`, as for ids_key) is stored among the live
+-- buckets `labels` (ZRANGE of the registry, oldest first; `first`, when not
+-- nil, is tried before them): label, its i: key, the i: value (`<simhash
+-- hex>:<handle>`), and where its f:, m:, d: entries are: the field (the
+-- handle's last two digits) and the chunk (the handle without them); nil when
+-- it is not stored. `shapes` (optional): label -> shape bits already read.
+local function find_id(P, labels, id, idhash, first, shapes)
+  local order = labels
+  if first then
+    order = {first}
+    for b = 1, #labels do
+      if labels[b] ~= first then order[#order + 1] = labels[b] end
+    end
+    -- Not a live bucket: no hint.
+    if #order > #labels then order = labels end
+  end
+  for b = 1, #order do
+    local label = order[b]
+    local k = shapes and shapes[label] or redis.call('HGET', P .. 'n:' .. label, 'k')
     if k then
-      local ikey = ids_key(P, label, tonumber(k), id)
+      local ikey = ids_key(P, label, tonumber(k), idhash)
       local v = redis.call('HGET', ikey, id)
       if v then
         local h = tonumber(string.sub(v, 18))
-        return label, live[b + 1], ikey, v, h % 100, math.floor(h / 100)
+        return label, ikey, v, h % 100, math.floor(h / 100)
       end
     end
   end
@@ -66,8 +83,8 @@ local function find_id(P, live, id)
 end
 
 -- HSET `field` = `value` in hash `key`, giving the key its expiry when this
--- call creates it. Every i:, h:, c:, s: hash carries an empty field "" (ids
--- are never empty, the others are numbers), written along with each field:
+-- call creates it. Every i:, h:, c:, s: and d: hash carries an empty field ""
+-- (ids are never empty, the others are numbers), written along with each field:
 -- HSET answers 2 (two new fields) only when the hash did not exist, so the
 -- EXPIREAT is sent once per key instead of once per write.
 local function set_field(key, field, value, expire_at)

@@ -222,6 +222,13 @@ pub fn id_hash(id: &str) -> u64 {
     u64::from_be_bytes(digest[..8].try_into().expect("SHA-1 has 20 bytes"))
 }
 
+/// The first 6 hex digits of the SHA-1 of `id` (its top 24 bits of
+/// [`id_hash`]): what `lua/commit.lua` is given to name the id's `i:` hash
+/// (shapes have at most 22 bits), since computing it there costs more.
+pub fn id_hash_hex(id: &str) -> String {
+    format!("{:06x}", id_hash(id) >> 40)
+}
+
 /// The top `bits` bits of a `width`-bit value in hex, zero-padded to
 /// `ceil(bits / 4)` digits (at least one).
 pub fn top_bits_hex(value: u64, width: u32, bits: u32) -> String {

@@ -772,7 +772,9 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
     let c = open(replica()).await;
     c.sync().await.unwrap();
     assert_eq!(c.replica_articles(), Some(1));
-    // No h:, c:, s: lists; every key, the deletion log too, expires.
+    // No h:, c:, s: lists; every key, the deletion log too, expires. (The
+    // d: hash whose links were deleted stays, empty but for its "" field, until
+    // it expires: the same as an i: hash.)
     let mut conn = server.connection();
     let keys = keys_of(&mut conn, "rep");
     let families: BTreeSet<&str> = keys
@@ -786,7 +788,7 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
         .collect();
     assert_eq!(
         families,
-        ["b", "buckets", "deleted", "f", "i", "m", "n"]
+        ["b", "buckets", "d", "deleted", "f", "i", "m", "n"]
             .into_iter()
             .collect()
     );

@@ -49,7 +49,9 @@ use self::replica::Replica;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
-use crate::keys::{bucket_label, list_field, shape_bits, slot, validate_namespace, Keys};
+use crate::keys::{
+    bucket_label, id_hash_hex, list_field, shape_bits, slot, validate_namespace, Keys,
+};
 use crate::simhash::hamming;
 
 /// An index script: `lua/prelude.lua` (helpers the scripts share) followed by
@@ -699,6 +701,7 @@ impl RedisIndex {
             return Ok(Gathered::Snapshot(Snapshot {
                 buckets,
                 horizon: Some(horizon),
+                root_label: None,
             }));
         }
         Err(bad_reply("bucket shapes keep changing"))
@@ -828,7 +831,9 @@ impl RedisIndex {
         }
         self.fetch_candidates(conn, fp, snap).await?;
         let all: Vec<&Cand> = snap.buckets.iter().flat_map(|b| &b.cands).collect();
-        Ok(verdict_among(entry, all, cfg))
+        let verdict = verdict_among(entry, all, cfg);
+        snap.root_label = root_label(&verdict, snap.buckets.iter().flat_map(|b| &b.cands));
+        Ok(verdict)
     }
 
     /// What a commit's answer means for the check: its outcome, or `None` to
@@ -981,82 +986,79 @@ impl RedisIndex {
         let offset = u32::try_from(entry.ts_ms - probe.start)
             .expect("a bucket is shorter than 2^32 ms (checked at connect)");
         let mut inv = COMMIT.key(keys.buckets());
+        let retention = inner.bucket_ms as u64 + inner.config.window_ms;
+        let expire_at = (probe.start as u64 + retention).div_ceil(1000);
+        let root = verdict.duplicate().map_or("", |d| d.dup_of.as_str());
+        let root_hash = if root.is_empty() {
+            String::new()
+        } else {
+            id_hash_hex(root)
+        };
+        let lists = inner.replica.is_none();
         inv.arg(keys.prefix())
             .arg(&entry.id)
+            .arg(id_hash_hex(&entry.id))
             .arg(&probe.label)
             .arg(probe.start)
-            .arg(inner.bucket_ms as u64 + inner.config.window_ms)
-            .arg(format!("{:016x}", fp.simhash))
+            .arg(retention)
+            .arg(expire_at)
+            .arg(&probe.simhash_hex)
             .arg(simhash_member(fp.simhash))
             .arg(encode_fingerprint(fp))
             .arg(encode_meta(&entry.id, verdict, offset, fp.words))
             .arg(&probe.content_hex)
-            .arg(&probe.content_field)
-            .arg(verdict.duplicate().map_or("", |d| d.dup_of.as_str()))
+            .arg(root)
+            .arg(root_hash)
+            .arg(snap.and_then(|s| s.root_label.as_deref()).unwrap_or(""))
             .arg(probe.default_shape)
-            .arg(&probe.positional_hex)
-            .arg(probe.signatures.len());
-        for s in &probe.signatures {
-            inv.arg(format!("{s:08x}"));
-        }
+            .arg(probe.signatures.len())
+            .arg(if lists { "1" } else { "0" });
         // The own bucket as the gather read it (its values are appended to).
         let own = snap.and_then(|snap| {
             snap.buckets
                 .iter()
                 .find(|b| b.label == probe.label && b.in_range)
         });
+        // With lists: the h: list read for this SimHash there.
+        let own_list = own.filter(|_| lists).map(|b| self.simhash_list(b, fp));
         match own {
-            // Replica mode writes no lists: only the shape and the block-set flags.
-            Some(b) if inner.replica.is_some() => {
-                inv.arg(b.bits.expect("in range buckets have a shape"))
-                    .arg(format!("{}0", b.empty_sets));
-            }
-            None if inner.replica.is_some() => {
-                inv.arg("").arg("");
-            }
             Some(b) => {
-                let bits = b.bits.expect("in range buckets have a shape");
-                let (hkey, hfield) = keys.simhashes(&b.label, bits, fp.simhash);
-                let hval = b
-                    .resolved
-                    .iter()
-                    .find(|(k, f, _)| *k == hkey && *f == hfield)
-                    .map_or(&[][..], |(_, _, v)| v.as_slice());
                 // An h: field names SimHashes by some of their bits only
                 // (list_field): a full list may name none with this SimHash,
                 // and then this article must be listed anyway, or a later
                 // near-duplicate of it would find it through no list.
-                let listed_elsewhere = b.cands.iter().any(|c| c.fp.simhash == fp.simhash);
-                let force =
-                    parse_handles(hval).count() >= super::LISTED_PER_HASH && !listed_elsewhere;
-                inv.arg(bits)
-                    .arg(hkey)
+                let force = own_list.as_ref().is_some_and(|(_, _, hval)| {
+                    parse_handles(hval).count() >= super::LISTED_PER_HASH
+                        && !b.cands.iter().any(|c| c.fp.simhash == fp.simhash)
+                });
+                inv.arg(b.bits.expect("in range buckets have a shape"))
+                    .arg(format!("{}{}", b.empty_sets, u8::from(force)))
+            }
+            None => inv.arg("").arg(""),
+        };
+        if lists {
+            inv.arg(&probe.content_field);
+            for s in &probe.signatures {
+                inv.arg(format!("{s:08x}"));
+            }
+            if let (Some(b), Some((hkey, hfield, hval))) = (own, own_list) {
+                let bits = b.bits.expect("in range buckets have a shape");
+                inv.arg(hkey)
                     .arg(hfield)
                     .arg(hval)
                     .arg(keys.content(&b.label, bits, probe.content).0)
-                    .arg(&b.content_value)
-                    .arg(format!("{}{}", b.empty_sets, u8::from(force)));
+                    .arg(&b.content_value);
                 for (s, value) in probe.signatures.iter().zip(&b.signature_values) {
                     let (key, field) = keys.signature(&b.label, bits, *s);
                     inv.arg(key).arg(field).arg(value);
                 }
             }
-            None => {
-                for _ in 0..7 {
-                    inv.arg("");
-                }
-                for _ in &probe.signatures {
-                    inv.arg("").arg("").arg("");
-                }
-            }
         }
-        let lists = if inner.replica.is_some() { "0" } else { "1" };
         match snap {
             None => {
                 inv.arg(-1);
             }
             Some(snap) => {
-                inv.arg(snap.buckets.len());
                 for b in &snap.buckets {
                     inv.arg(&b.label)
                         .arg(&b.counter)
@@ -1069,8 +1071,20 @@ impl RedisIndex {
             Some(t) => inv.arg(&t.token).arg(t.seq).arg(u8::from(t.vouch)),
             None => inv.arg("").arg("").arg("0"),
         };
-        inv.arg(lists);
         inv
+    }
+
+    /// The `h:` key and field of `fp`'s SimHash in bucket `b`, and the value
+    /// the gather read there.
+    fn simhash_list<'b>(&self, b: &'b BucketSnap, fp: &Fingerprint) -> (String, String, &'b [u8]) {
+        let bits = b.bits.expect("in range buckets have a shape");
+        let (hkey, hfield) = self.inner.keys.simhashes(&b.label, bits, fp.simhash);
+        let hval = b
+            .resolved
+            .iter()
+            .find(|(k, f, _)| *k == hkey && *f == hfield)
+            .map_or(&[][..], |(_, _, v)| v.as_slice());
+        (hkey, hfield, hval)
     }
 
     /// **Benchmarks only**: store `entries` as unique articles without checking
@@ -1194,6 +1208,13 @@ fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Cand>, cfg: &DecisionConfig
     }
 }
 
+/// The bucket of a duplicate's root when it is among `cands` (usually: the
+/// match is its own root), so commit.lua looks for the root there first.
+fn root_label<'a>(verdict: &Verdict, mut cands: impl Iterator<Item = &'a Cand>) -> Option<String> {
+    let root = &verdict.duplicate()?.dup_of;
+    cands.find(|c| &c.meta.id == root).map(|c| c.label.clone())
+}
+
 /// A candidate article: read from Redis, or found in a replica.
 pub(crate) struct Cand {
     label: String,
@@ -1280,7 +1301,7 @@ struct Probe {
     block_values: Vec<u16>,
     /// The four blocks by position (most significant first), and as 16 hex.
     positional: [u16; 4],
-    positional_hex: String,
+    simhash_hex: String,
     /// 16 hex and the `c:` field ([`list_field`]), or "" for an empty
     /// fingerprint (never compared, never indexed).
     content_hex: String,
@@ -1316,7 +1337,7 @@ impl Probe {
         let positional = crate::simhash::blocks(fp.simhash);
         Probe {
             positional,
-            positional_hex: format!("{:016x}", fp.simhash),
+            simhash_hex: format!("{:016x}", fp.simhash),
             label: bucket_label(start),
             start,
             lo: floor(entry.ts_ms.saturating_sub(window)),
@@ -1411,6 +1432,9 @@ struct Snapshot {
     /// Which of this process' commits the check must test to vouch for them
     /// ([`own_commits`]); `None`: no vouching.
     horizon: Option<Horizon>,
+    /// The bucket holding the root of the duplicate decided, when known
+    /// ([`root_label`]).
+    root_label: Option<String>,
 }
 
 impl Snapshot {

@@ -16,8 +16,8 @@ use ::redis::Value;
 use super::codec::{encode_fingerprint, encode_meta};
 use super::conn::Conn;
 use super::{
-    array, backend, bad_reply, bytes, int, own_commits, parse_live, string, verdict_among,
-    BucketSnap, Committed, Probe, RedisIndex, ReplicaState, Snapshot,
+    array, backend, bad_reply, bytes, int, own_commits, parse_live, root_label, string,
+    verdict_among, BucketSnap, Committed, Probe, RedisIndex, ReplicaState, Snapshot,
 };
 use crate::index::{IndexEntry, IndexError, Outcome};
 use crate::keys::{slot, HANDLES_PER_CHUNK};
@@ -277,6 +277,12 @@ impl RedisIndex {
                 drop(copy);
                 examined = examined.saturating_add(n);
                 let verdict = verdict_among(entry, found.iter().collect(), cfg);
+                // Where the root is: among the candidates, or (a chain: the
+                // match is itself a duplicate) anywhere in the copy.
+                let root_label = root_label(&verdict, found.iter()).or_else(|| {
+                    let root = &verdict.duplicate()?.dup_of;
+                    lock(&state.copy).find_id(root).map(|c| c.label)
+                });
                 let buckets = views
                     .into_iter()
                     .map(|v| BucketSnap {
@@ -310,6 +316,7 @@ impl RedisIndex {
                     Snapshot {
                         buckets,
                         horizon: Some(horizon),
+                        root_label,
                     },
                 )
             };
