@@ -205,11 +205,20 @@ struct BenchArgs {
     #[arg(long)]
     replica: bool,
     /// Articles per end-to-end run (default 20000; --quick: 5000). With --corpus,
-    /// at most the corpus size divided by the number of worker counts: each
-    /// worker count sends its own slice, so no run on a filled index re-sends
-    /// what an earlier run inserted.
+    /// at most the corpus size divided by the number of worker counts (plus one
+    /// for the steady feed): each sends its own slice, so no run on a filled
+    /// index re-sends what an earlier run inserted.
     #[arg(long, value_name = "K")]
     e2e_articles: Option<u64>,
+    /// Articles per second of the steady-feed runs (one worker, on the empty
+    /// index and on each size): latency at a load the worker keeps up with,
+    /// where the other runs drain a backlog as fast as they can.
+    #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate,
+          default_value_t = simdedup::bench::DEFAULT_PACED_RATE)]
+    paced_rate: f64,
+    /// No steady-feed runs.
+    #[arg(long)]
+    no_paced: bool,
     /// Seed of the synthetic fingerprints and texts.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -262,6 +271,10 @@ struct ProduceArgs {
     /// XADD commands per round trip.
     #[arg(long, default_value_t = 500)]
     pipeline: usize,
+    /// Produce at most this many articles per second, as a steady feed (round
+    /// trips of ~10 ms' worth each), instead of as fast as Redis takes them.
+    #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate)]
+    rate: Option<f64>,
     /// No progress bar even on a terminal.
     #[arg(long)]
     no_progress: bool,
@@ -423,6 +436,16 @@ fn main() -> std::process::ExitCode {
             eprintln!("simdedup: error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// `--rate`: a positive number of articles per second.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "'{s}' is not a rate: give articles per second, a number above 0 (e.g. 1000)"
+        )),
     }
 }
 
@@ -702,7 +725,7 @@ fn run_produce(args: ProduceArgs) -> Result<()> {
     let started = std::time::Instant::now();
     let summary = runtime()?.block_on(async {
         let mut conn = connect(&s).await?;
-        anyhow::Ok(tools::produce(&mut conn, &keys, input, args.pipeline, &bar).await?)
+        anyhow::Ok(tools::produce(&mut conn, &keys, input, args.pipeline, args.rate, &bar).await?)
     })?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
@@ -794,6 +817,7 @@ fn run_bench(args: BenchArgs) -> Result<()> {
         o.e2e_articles = k;
     }
     o.concurrency = args.concurrency;
+    o.paced_rate = (!args.no_paced).then_some(args.paced_rate);
     o.workers = if args.no_e2e {
         Vec::new()
     } else {

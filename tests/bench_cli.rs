@@ -108,8 +108,11 @@ fn tiny_bench_measures_everything_and_writes_the_docs_section() {
     // End to end: every entry answered, none pending, none rejected, on the
     // empty index, on the filled one, and on the empty index again right after
     // (the baseline of the same minutes, on a second private redis-server).
+    let (drained, steady) = stdout
+        .split_once("Steady feed")
+        .unwrap_or_else(|| panic!("no steady-feed table in:\n{stdout}"));
     for label in ["empty", "2 k", "empty, right after 2 k"] {
-        let cells = row(&stdout, label);
+        let cells = row(drained, label);
         assert!(number(cells[1]) > 0.0, "{cells:?}");
         assert_eq!(cells[2], "300/300, 0", "{label}: {cells:?}");
         assert!(cells[3].ends_with(" / 0"), "{label}: {cells:?}");
@@ -118,6 +121,29 @@ fn tiny_bench_measures_everything_and_writes_the_docs_section() {
         let p99 = cells[1].split("p99 ").nth(1).unwrap_or_default();
         assert!(number(p99) > 0.0, "{label}: {cells:?}");
     }
+    // The steady feed (one worker, 1,000 articles/s by default) on the empty
+    // and the filled index: every entry answered, the worker's index calls and
+    // each article's time from input entry to verdict measured.
+    for label in ["empty", "2 k"] {
+        let cells = row(steady, label);
+        assert!(cells[1].starts_with("1,000 / "), "{label}: {cells:?}");
+        assert!(
+            number(cells[1].split(" / ").nth(1).unwrap()) > 0.0,
+            "{label}: {cells:?}"
+        );
+        assert!(
+            cells[2].contains("p50 ") && cells[2].contains(" / p99 "),
+            "{label}: {cells:?}"
+        );
+        let verdicts: Vec<&str> = cells[3].trim_end_matches(" ms").split(" / ").collect();
+        assert_eq!(verdicts.len(), 3, "p50 / p99 / max: {cells:?}");
+        assert!(
+            verdicts.iter().all(|v| v.parse::<u64>().is_ok()),
+            "{cells:?}"
+        );
+        assert_eq!(cells[4], "300/300, 0", "{label}: {cells:?}");
+    }
+    assert!(!steady.contains("| empty, right after"), "{steady}");
     assert!(
         stdout.contains("| 3 | workers' own index-call p99 ≤ 2 ms at 10 M (end-to-end runs) | 10 M (end to end) not measured | — |"),
         "{stdout}"

@@ -402,3 +402,59 @@ fn worker_refuses_a_namespace_written_with_another_bucket_length() {
     let shown = simdedup(&server, &["inspect", "a", "--namespace", "buckets"]);
     assert_eq!(shown["stored"]["id"], "a", "{shown}");
 }
+
+/// `produce --rate`: a steady feed, round trips of 10 ms' worth each sent when
+/// due, so the entries' stream ids (Redis' clock) spread over the time the rate
+/// gives; a rate that is not a positive number is refused, naming the flag.
+#[test]
+fn produce_at_a_rate_spreads_the_entries_over_time() {
+    let server = RedisServer::start();
+    let keys = Keys::new("paced");
+    let mut conn = server.connection();
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("in.jsonl");
+    let lines: String = (0..30)
+        .map(|i| format!("{{\"id\":\"a{i}\",\"text\":\"article {i}\"}}\n"))
+        .collect();
+    std::fs::write(&jsonl, lines).unwrap();
+    let path = jsonl.to_str().unwrap();
+    // 200 per second: 2 entries per round trip, the last two due 140 ms after
+    // the first two.
+    let out = run_simdedup(&server, &["produce", path, "-n", "paced", "--rate", "200"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("30 entries added"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entries = read_stream(&mut conn, &keys.input_stream());
+    assert_eq!(entries.len(), 30);
+    let ms = |id: &str| id.split('-').next().unwrap().parse::<u64>().unwrap();
+    let spread = ms(&entries[29].0) - ms(&entries[0].0);
+    // sleep_until never wakes early; the slack is for Redis' clock (wall)
+    // against the feed's (monotonic).
+    assert!(spread >= 135, "30 entries at 200/s spread over {spread} ms");
+
+    for bad in ["0", "-5", "fast", "inf"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+            .args([
+                "produce",
+                path,
+                &format!("--rate={bad}"),
+                "--redis-url",
+                &server.url(),
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--rate {bad} accepted");
+        assert!(
+            stderr.contains("--rate") && stderr.contains("articles per second"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(
+        xlen(&mut conn, &keys.input_stream()),
+        30,
+        "nothing added by refused runs"
+    );
+}

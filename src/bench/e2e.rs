@@ -146,6 +146,39 @@ pub struct E2e {
     /// The workers' own index-call latency (their `/metrics`), summed over
     /// them; `None` when no worker's could be read.
     pub index_latency: Option<IndexLatency>,
+    /// A steady feed ([`run`] with a rate): the articles per second produced.
+    pub offered_per_s: Option<f64>,
+    /// A steady feed: each article's time from its input entry to its
+    /// verdict, by the two entries' stream ids (Redis' clock, milliseconds).
+    pub verdict_latency: Option<VerdictLatency>,
+}
+
+/// Time from an article's input entry to its verdict's output entry, from
+/// their stream ids (`<ms>-<seq>`, both stamped by the one Redis server), in
+/// whole milliseconds.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct VerdictLatency {
+    pub p50_ms: u64,
+    pub p99_ms: u64,
+    pub max_ms: u64,
+}
+
+impl VerdictLatency {
+    /// From the (input, output) stream id pairs; `None` when there are none.
+    pub fn from_pairs<'a>(
+        pairs: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Option<VerdictLatency> {
+        let ms = |id: &str| id.split('-').next()?.parse::<u64>().ok();
+        let mut lat: Vec<u64> = pairs
+            .filter_map(|(input, output)| Some(ms(output)?.saturating_sub(ms(input)?)))
+            .collect();
+        lat.sort_unstable();
+        Some(VerdictLatency {
+            p50_ms: super::index::percentile(&lat, 50.0),
+            p99_ms: super::index::percentile(&lat, 99.0),
+            max_ms: *lat.last()?,
+        })
+    }
 }
 
 /// How to run the workers.
@@ -379,6 +412,12 @@ async fn xlen(conn: &mut MultiplexedConnection, key: &str) -> Result<u64, BenchE
 /// Run slice `slice` of `k` articles of `articles` (run number `run`) through
 /// `workers` workers. The input, output and dead-letter streams are deleted
 /// first (with the consumer group); the index is left as it is.
+///
+/// Without a `rate` the articles are all in the input stream before the
+/// workers start, and the run measures how fast they drain it. With one, the
+/// workers start first (and load their copies, in replica mode) and the
+/// articles arrive at `rate` per second, as a live feed does: the run
+/// measures latency at a load the workers keep up with.
 pub async fn run(
     conn: &mut MultiplexedConnection,
     setup: &WorkerSetup,
@@ -386,6 +425,7 @@ pub async fn run(
     (run, slice): (u64, u64),
     k: u64,
     workers: usize,
+    rate: Option<f64>,
 ) -> Result<E2e, BenchError> {
     let keys = Keys::new(&setup.namespace);
     redis::cmd("DEL")
@@ -399,23 +439,38 @@ pub async fn run(
     // (their /metrics listener opens once the copy is loaded), so the run
     // measures serving, not loading.
     let mut early = None;
-    if setup.replica {
+    if setup.replica || rate.is_some() {
         let mut procs = Workers::spawn(setup, run, workers)?;
         procs.wait_until_listening(setup.timeout).await?;
         early = Some(procs);
     }
     let jsonl = articles.jsonl(run, slice, k);
-    produce(
-        conn,
-        &keys,
-        jsonl.as_slice(),
-        500,
-        &indicatif::ProgressBar::hidden(),
-    )
-    .await
-    .map_err(|e| BenchError::Worker(format!("producing the articles: {e}")))?;
+    let produce_all = |conn: &mut MultiplexedConnection, rate: Option<f64>| {
+        let (keys, jsonl) = (keys.clone(), jsonl.clone());
+        let mut conn = conn.clone();
+        async move {
+            produce(
+                &mut conn,
+                &keys,
+                jsonl.as_slice(),
+                500,
+                rate,
+                &indicatif::ProgressBar::hidden(),
+            )
+            .await
+            .map_err(|e| BenchError::Worker(format!("producing the articles: {e}")))
+        }
+    };
+    // A steady feed goes on while the workers answer; a backlog is produced first.
+    let mut feed = None;
+    if rate.is_none() {
+        produce_all(conn, None).await?;
+    }
     let cpu0 = Info::fetch(conn, "cpu").await?.cpu_seconds();
     let started = Instant::now();
+    if rate.is_some() {
+        feed = Some(tokio::spawn(produce_all(conn, rate)));
+    }
     let mut procs = match early {
         Some(procs) => procs,
         None => Workers::spawn(setup, run, workers)?,
@@ -443,6 +498,9 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
+    if let Some(feed) = feed {
+        feed.await.map_err(|e| BenchError::Task(e.to_string()))??;
+    }
     let cpu = Info::fetch(conn, "cpu").await?.cpu_seconds() - cpu0;
     let summary: Value = redis::cmd("XPENDING")
         .arg(keys.input_stream())
@@ -469,6 +527,7 @@ pub async fn run(
         pending,
         redis_cpu_us_per_article: cpu * 1e6 / k.max(1) as f64,
         index_latency,
+        offered_per_s: rate,
         ..E2e::default()
     };
     // Start-up excluded: from the first output entry seen to the last.
@@ -480,17 +539,23 @@ pub async fn run(
             0.0
         };
     }
-    count_verdicts(conn, &keys, &mut result).await?;
+    let pairs = count_verdicts(conn, &keys, &mut result).await?;
+    if rate.is_some() {
+        result.verdict_latency =
+            VerdictLatency::from_pairs(pairs.iter().map(|(i, o)| (i.as_str(), o.as_str())));
+    }
     Ok(result)
 }
 
 /// Read the output stream: verdict counts and distinct sources answered.
+/// Returns the (input, output) stream id of each verdict.
 async fn count_verdicts(
     conn: &mut MultiplexedConnection,
     keys: &Keys,
     result: &mut E2e,
-) -> Result<(), BenchError> {
+) -> Result<Vec<(String, String)>, BenchError> {
     let mut sources = HashSet::new();
+    let mut pairs = Vec::new();
     let mut after = "-".to_owned();
     loop {
         let reply: Value = redis::cmd("XRANGE")
@@ -517,6 +582,7 @@ async fn count_verdicts(
                     (b"code", c) => code = Some(String::from_utf8_lossy(c).into_owned()),
                     (b"source", s) => {
                         sources.insert(s.to_vec());
+                        pairs.push((String::from_utf8_lossy(s).into_owned(), raw.id.clone()));
                     }
                     _ => {}
                 }
@@ -527,12 +593,35 @@ async fn count_verdicts(
         }
     }
     result.answered = sources.len() as u64;
-    Ok(())
+    Ok(pairs)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verdict_latency_is_read_from_the_stream_ids() {
+        // (input id, output id): 0, 2, 5 and 40 ms apart.
+        let pairs = [
+            ("1700000000000-0", "1700000000000-3"),
+            ("1700000000001-0", "1700000000003-0"),
+            ("1700000000002-0", "1700000000007-1"),
+            ("1700000000003-5", "1700000000043-0"),
+        ];
+        let l = VerdictLatency::from_pairs(pairs.into_iter()).unwrap();
+        assert_eq!(
+            l,
+            VerdictLatency {
+                p50_ms: 2,
+                p99_ms: 40,
+                max_ms: 40
+            }
+        );
+        assert_eq!(VerdictLatency::from_pairs(std::iter::empty()), None);
+        // Not stream ids: skipped, not a panic.
+        assert_eq!(VerdictLatency::from_pairs([("x", "y")].into_iter()), None);
+    }
 
     #[test]
     fn worker_ports_are_free_and_outside_the_ephemeral_range() {

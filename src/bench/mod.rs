@@ -43,6 +43,11 @@ use synthetic::{FingerprintGen, TextGen};
 /// check sends from those its scripts run.
 const CALIBRATION_CHECKS: u64 = 200;
 
+/// Articles per second of the steady-feed runs: 3.5 times the average of
+/// 50 M articles per two days, the upper end of the job as public write-ups
+/// size it (`docs/operations.md`).
+pub const DEFAULT_PACED_RATE: f64 = 1000.0;
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -56,6 +61,11 @@ pub struct BenchOptions {
     pub workers: Vec<usize>,
     /// Articles per end-to-end run.
     pub e2e_articles: u64,
+    /// A steady feed of this many articles per second into one worker, on the
+    /// empty index and on each size: latency at a load the worker keeps up
+    /// with (`None`: no such runs). The other runs drain a backlog as fast as
+    /// they can, where a call's latency is mostly its queue.
+    pub paced_rate: Option<f64>,
     pub seed: u64,
     /// Real articles for the end-to-end runs instead of synthetic ones.
     pub corpus: Option<PathBuf>,
@@ -100,6 +110,7 @@ impl BenchOptions {
             concurrency: 16,
             workers: vec![1, 2, 4],
             e2e_articles: 20_000,
+            paced_rate: Some(DEFAULT_PACED_RATE),
             seed: 1,
             corpus: None,
             namespace: "bench".into(),
@@ -161,6 +172,8 @@ pub struct SizeResult {
     pub memory: Memory,
     pub checks: Checks,
     pub e2e: Vec<E2e>,
+    /// The steady-feed run on the filled index ([`BenchOptions::paced_rate`]).
+    pub paced: Option<E2e>,
     /// The empty-index runs again, right after this size's, on a second
     /// private `redis-server`: the baseline of the same minutes. A shared VM
     /// can run 30 % slower half an hour into a bench than at its start, and a
@@ -181,10 +194,17 @@ pub struct BenchReport {
     pub load_start: f64,
     pub load_end: f64,
     pub empty: Vec<E2e>,
+    /// The steady-feed run on the empty index.
+    pub empty_paced: Option<E2e>,
     pub sizes: Vec<SizeResult>,
 }
 
 impl BenchOptions {
+    /// Whether there are steady-feed runs: a rate, and end-to-end runs at all.
+    fn paced(&self) -> bool {
+        self.paced_rate.is_some() && !self.workers.is_empty()
+    }
+
     fn validate(&self) -> Result<(), BenchError> {
         let bad = |m: &str| Err(BenchError::Options(m.into()));
         if self.sizes.contains(&0) {
@@ -204,6 +224,9 @@ impl BenchOptions {
             return Err(BenchError::Options(format!(
                 "--lookup-signatures must be 1 to {sketch} (the hashes in a sketch)"
             )));
+        }
+        if self.paced_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return bad("--paced-rate must be a number of articles per second above 0");
         }
         if !self.workers.is_empty() && self.e2e_articles == 0 {
             return bad("--e2e-articles must be positive (or --no-e2e)");
@@ -274,7 +297,9 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         timeout: options.e2e_timeout,
         log_dir: server.dir().to_owned(),
     };
-    let per_run = articles.per_slice(options.e2e_articles, options.workers.len());
+    // One slice per worker count, and one for the steady feed.
+    let slices = options.workers.len() + usize::from(options.paced());
+    let per_run = articles.per_slice(options.e2e_articles, slices);
     if per_run < options.e2e_articles {
         note(
             options,
@@ -298,7 +323,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             "none (no end-to-end runs)".into()
         } else {
             format!(
-                "{}, {per_run} per run, each worker count its own slice (the same on the empty and on a filled index)",
+                "{}, {per_run} per run, each worker count (and the steady feed) its own slice (the same on the empty and on a filled index)",
                 articles.describe()
             )
         },
@@ -314,6 +339,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         next_run: 0,
     };
     report.empty = runs.all(&mut conn, "empty index", true).await?;
+    report.empty_paced = runs.paced(&mut conn, "empty index", true).await?;
     let mut sizes = options.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();
@@ -413,9 +439,13 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             memory,
             checks,
             e2e: Vec::new(),
+            paced: None,
             empty_after: Vec::new(),
         };
         result.e2e = runs.all(&mut conn, &format!("{n} articles"), false).await?;
+        result.paced = runs
+            .paced(&mut conn, &format!("{n} articles"), false)
+            .await?;
         if !result.e2e.is_empty() {
             result.empty_after = runs.empty_again(&format!("after {n} articles")).await?;
         }
@@ -465,6 +495,7 @@ impl E2eRuns<'_> {
                 (self.next_run, slice as u64),
                 self.per_run,
                 w,
+                None,
             )
             .await?;
             self.next_run += 1;
@@ -472,6 +503,40 @@ impl E2eRuns<'_> {
             results.push(r);
         }
         Ok(results)
+    }
+
+    /// The steady-feed run ([`BenchOptions::paced_rate`]): one worker, the
+    /// slice after the worker counts' (`empty`: on an emptied database).
+    async fn paced(
+        &mut self,
+        conn: &mut redis::aio::MultiplexedConnection,
+        label: &str,
+        empty: bool,
+    ) -> Result<Option<E2e>, BenchError> {
+        let Some(rate) = self.options.paced_rate.filter(|_| self.options.paced()) else {
+            return Ok(None);
+        };
+        if empty {
+            flush(conn).await?;
+        }
+        note(
+            self.options,
+            &format!("{label}: a steady feed of {rate:.0} articles/s into 1 worker"),
+        );
+        let slice = self.options.workers.len() as u64;
+        let r = e2e::run(
+            conn,
+            self.setup,
+            self.articles,
+            (self.next_run, slice),
+            self.per_run,
+            1,
+            Some(rate),
+        )
+        .await?;
+        self.next_run += 1;
+        note(self.options, &report::e2e_line(&r));
+        Ok(Some(r))
     }
 
     /// The empty-index runs once more, on a second private `redis-server`

@@ -2,6 +2,7 @@
 //! (lag, pending, consumers), `inspect` (what the index holds about an id).
 
 use std::io::BufRead;
+use std::time::Duration;
 
 use indicatif::ProgressBar;
 use redis::aio::ConnectionLike;
@@ -233,15 +234,23 @@ pub fn line_fields(line: &[u8]) -> Option<Vec<(String, String)>> {
 }
 
 /// XADD every JSONL line of `input` to the input stream, `pipeline` commands per
-/// round trip. `bar` advances by bytes read.
+/// round trip. With `rate` (entries per second), a steady feed instead: round
+/// trips of about 10 ms' worth of entries (at least one, at most `pipeline`),
+/// each sent when its first entry is due. `bar` advances by bytes read.
 pub async fn produce<C: ConnectionLike + Send>(
     conn: &mut C,
     keys: &Keys,
     input: impl BufRead,
     pipeline: usize,
+    rate: Option<f64>,
     bar: &ProgressBar,
 ) -> Result<ProduceSummary, ProduceError> {
     let stream = keys.input_stream();
+    let per_trip = match rate {
+        Some(r) => ((r / 100.0).ceil() as usize).clamp(1, pipeline.max(1)),
+        None => pipeline.max(1),
+    };
+    let started = tokio::time::Instant::now();
     let mut summary = ProduceSummary::default();
     let mut pipe = redis::pipe();
     let mut queued = 0usize;
@@ -262,16 +271,32 @@ pub async fn produce<C: ConnectionLike + Send>(
         }
         pipe.ignore();
         queued += 1;
-        if queued >= pipeline.max(1) {
-            pipe.query_async::<()>(conn).await?;
-            pipe.clear();
+        if queued >= per_trip {
+            send_when_due(conn, &mut pipe, started, summary.added, rate).await?;
             summary.added += queued as u64;
             queued = 0;
         }
     }
     if queued > 0 {
-        pipe.query_async::<()>(conn).await?;
+        send_when_due(conn, &mut pipe, started, summary.added, rate).await?;
         summary.added += queued as u64;
     }
     Ok(summary)
+}
+
+/// Send `pipe` (and clear it) once its first entry, the `sent`-th since
+/// `started`, is due at `rate` entries per second (at once without a rate).
+async fn send_when_due<C: ConnectionLike + Send>(
+    conn: &mut C,
+    pipe: &mut redis::Pipeline,
+    started: tokio::time::Instant,
+    sent: u64,
+    rate: Option<f64>,
+) -> Result<(), RedisError> {
+    if let Some(r) = rate {
+        tokio::time::sleep_until(started + Duration::from_secs_f64(sent as f64 / r)).await;
+    }
+    pipe.query_async::<()>(conn).await?;
+    pipe.clear();
+    Ok(())
 }
