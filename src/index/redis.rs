@@ -171,6 +171,8 @@ struct ReplicaState {
     /// When the copy was last brought up to date (`None`: never, or a delete
     /// since, which the next check must see).
     synced_at: Mutex<Option<std::time::Instant>>,
+    /// A sync runs in the background (`replicated.rs`, `sync_in_background`).
+    refreshing: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RedisIndex {
@@ -372,6 +374,7 @@ impl RedisIndex {
                     copy: Mutex::new(Replica::new(config.lookup_signatures)),
                     syncing: tokio::sync::Mutex::new(()),
                     synced_at: Mutex::new(None),
+                    refreshing: std::sync::atomic::AtomicBool::new(false),
                 }),
                 own: Mutex::new(OwnCommits::default()),
                 sending: tokio::sync::Mutex::new(()),

@@ -250,7 +250,8 @@ pub async fn produce<C: ConnectionLike + Send>(
         Some(r) => ((r / 100.0).ceil() as usize).clamp(1, pipeline.max(1)),
         None => pipeline.max(1),
     };
-    let started = tokio::time::Instant::now();
+    // When the first round trip was answered: the feed's clock.
+    let mut started = None;
     let mut summary = ProduceSummary::default();
     let mut pipe = redis::pipe();
     let mut queued = 0usize;
@@ -272,31 +273,35 @@ pub async fn produce<C: ConnectionLike + Send>(
         pipe.ignore();
         queued += 1;
         if queued >= per_trip {
-            send_when_due(conn, &mut pipe, started, summary.added, rate).await?;
+            send_when_due(conn, &mut pipe, &mut started, summary.added, rate).await?;
             summary.added += queued as u64;
             queued = 0;
         }
     }
     if queued > 0 {
-        send_when_due(conn, &mut pipe, started, summary.added, rate).await?;
+        send_when_due(conn, &mut pipe, &mut started, summary.added, rate).await?;
         summary.added += queued as u64;
     }
     Ok(summary)
 }
 
-/// Send `pipe` (and clear it) once its first entry, the `sent`-th since
-/// `started`, is due at `rate` entries per second (at once without a rate).
+/// Send `pipe` (and clear it) once its first entry, the `sent`-th, is due at
+/// `rate` entries per second (at once without a rate) from `started`, when
+/// the first round trip was answered (set here): so entry `n` is never
+/// stored earlier than `n / rate` seconds after the first, however long that
+/// first round trip took.
 async fn send_when_due<C: ConnectionLike + Send>(
     conn: &mut C,
     pipe: &mut redis::Pipeline,
-    started: tokio::time::Instant,
+    started: &mut Option<tokio::time::Instant>,
     sent: u64,
     rate: Option<f64>,
 ) -> Result<(), RedisError> {
-    if let Some(r) = rate {
-        tokio::time::sleep_until(started + Duration::from_secs_f64(sent as f64 / r)).await;
+    if let (Some(r), Some(t0)) = (rate, *started) {
+        tokio::time::sleep_until(t0 + Duration::from_secs_f64(sent as f64 / r)).await;
     }
     pipe.query_async::<()>(conn).await?;
     pipe.clear();
+    started.get_or_insert_with(tokio::time::Instant::now);
     Ok(())
 }
