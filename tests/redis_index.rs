@@ -759,7 +759,8 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
     assert!(a.delete("orig").await.unwrap());
     assert!(a.delete("copy").await.unwrap());
     // Another process' deletions reach b's checks once b's copy is older than
-    // its sync interval (5 ms), here at once.
+    // MAX_STALENESS (10 ms; between 5 and 10 ms a check decides while its
+    // sync runs in the background): here at once.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let third = entry("third", t + 2, fp(S ^ 2, 3, &sketch(3, 12)));
     assert_eq!(

@@ -481,26 +481,8 @@ impl E2eRuns<'_> {
     ) -> Result<Vec<E2e>, BenchError> {
         let mut results = Vec::new();
         for (slice, &w) in self.options.workers.iter().enumerate() {
-            if empty {
-                flush(conn).await?;
-            }
-            note(
-                self.options,
-                &format!("{label}: end to end with {w} worker(s)"),
-            );
-            let r = e2e::run(
-                conn,
-                self.setup,
-                self.articles,
-                (self.next_run, slice as u64),
-                self.per_run,
-                w,
-                None,
-            )
-            .await?;
-            self.next_run += 1;
-            note(self.options, &report::e2e_line(&r));
-            results.push(r);
+            let what = format!("{label}: end to end with {w} worker(s)");
+            results.push(self.one(conn, &what, empty, (slice, w), None).await?);
         }
         Ok(results)
     }
@@ -516,27 +498,41 @@ impl E2eRuns<'_> {
         let Some(rate) = self.options.paced_rate.filter(|_| self.options.paced()) else {
             return Ok(None);
         };
+        let what = format!("{label}: a steady feed of {rate:.0} articles/s into 1 worker");
+        let slice = self.options.workers.len();
+        Ok(Some(
+            self.one(conn, &what, empty, (slice, 1), Some(rate)).await?,
+        ))
+    }
+
+    /// One run: slice `slice` through `workers` workers, at `rate` if given
+    /// ([`e2e::run`]), under the next run number; `empty`: on an emptied
+    /// database.
+    async fn one(
+        &mut self,
+        conn: &mut redis::aio::MultiplexedConnection,
+        what: &str,
+        empty: bool,
+        (slice, workers): (usize, usize),
+        rate: Option<f64>,
+    ) -> Result<E2e, BenchError> {
         if empty {
             flush(conn).await?;
         }
-        note(
-            self.options,
-            &format!("{label}: a steady feed of {rate:.0} articles/s into 1 worker"),
-        );
-        let slice = self.options.workers.len() as u64;
+        note(self.options, what);
         let r = e2e::run(
             conn,
             self.setup,
             self.articles,
-            (self.next_run, slice),
+            (self.next_run, slice as u64),
             self.per_run,
-            1,
-            Some(rate),
+            workers,
+            rate,
         )
         .await?;
         self.next_run += 1;
         note(self.options, &report::e2e_line(&r));
-        Ok(Some(r))
+        Ok(r)
     }
 
     /// The empty-index runs once more, on a second private `redis-server`

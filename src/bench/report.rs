@@ -161,6 +161,22 @@ fn verdict_latency(r: &E2e) -> String {
     )
 }
 
+/// `answered/articles, pending` of a run (a table cell).
+fn answered(r: &E2e) -> String {
+    format!("{}/{}, {}", r.answered, r.articles, r.pending)
+}
+
+/// `unique / duplicate / rejected (codes)` of a run (a table cell).
+fn verdicts(r: &E2e) -> String {
+    format!(
+        "{} / {} / {}{}",
+        r.unique,
+        r.duplicate,
+        r.rejected,
+        rejected_codes(r)
+    )
+}
+
 /// ` (code: n, …)` of the rejected entries, or nothing.
 fn rejected_codes(r: &E2e) -> String {
     if r.rejected_codes.is_empty() {
@@ -540,20 +556,8 @@ pub fn markdown(report: &BenchReport) -> String {
                     ))
                     .collect::<Vec<_>>()
                     .join(" | "),
-                runs.iter()
-                    .map(|r| format!("{}/{}, {}", r.answered, r.articles, r.pending))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                runs.iter()
-                    .map(|r| format!(
-                        "{} / {} / {}{}",
-                        r.unique,
-                        r.duplicate,
-                        r.rejected,
-                        rejected_codes(r)
-                    ))
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                runs.iter().map(answered).collect::<Vec<_>>().join("; "),
+                runs.iter().map(verdicts).collect::<Vec<_>>().join("; "),
             ));
         }
         line(String::new());
@@ -576,18 +580,13 @@ pub fn markdown(report: &BenchReport) -> String {
         line("|---|---|---|---|---|---|".into());
         for (label, r) in paced {
             line(format!(
-                "| {label} | {} / {} | {} | {} | {}/{}, {} | {} / {} / {}{} |",
+                "| {label} | {} / {} | {} | {} | {} | {} |",
                 thousands(r.offered_per_s.unwrap_or(0.0)),
                 thousands(r.articles_per_s),
                 index_latency(r),
                 verdict_latency(r),
-                r.answered,
-                r.articles,
-                r.pending,
-                r.unique,
-                r.duplicate,
-                r.rejected,
-                rejected_codes(r)
+                answered(r),
+                verdicts(r)
             ));
         }
         line(String::new());
