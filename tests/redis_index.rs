@@ -825,6 +825,76 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
     }
 }
 
+/// Replica mode: a process' own deletion reaches its next check at once, even
+/// while a sync of its copy that began before the delete is under way. Such a
+/// sync may have read the deletion log before the delete: it must neither make
+/// the copy count as fresh when it ends, nor serve a check that waited for it.
+/// Another process keeps storing batches of unrelated articles, so that every
+/// sync has handles to fetch and is under way most of the time; each round
+/// stores an article, deletes it and checks a near-duplicate of it, which must
+/// be kept (its only near neighbour is gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_own_delete_is_seen_at_once_while_a_sync_is_under_way() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let server = RedisServer::start();
+    let open = || async {
+        RedisIndex::connect(&server.url(), "owndel", config(), replica())
+            .await
+            .expect("connect to the test redis-server")
+    };
+    let (idx, other) = (open().await, open().await);
+    let t = now_ms();
+    // Random SimHashes (splitmix64): no two of them within distance 3.
+    let simhash = |x: u64| {
+        let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let batch: Vec<_> = (n..n + 200)
+                    .map(|i| entry(&format!("load-{i}"), t, fp(simhash(i), i, &[])))
+                    .collect();
+                other.preload(&batch).await.unwrap();
+                n += 200;
+            }
+            n
+        })
+    };
+    const ROUNDS: u64 = 300;
+    let mut wrong = Vec::new();
+    for round in 0..ROUNDS {
+        let s = simhash(1 << 40 | round);
+        let gone = entry(&format!("gone-{round}"), t, fp(s, 1 << 40 | round, &[]));
+        assert_eq!(
+            idx.check_and_insert(&gone).await.unwrap().verdict,
+            Verdict::Unique
+        );
+        assert!(idx.delete(&gone.id).await.unwrap());
+        let copy = entry(&format!("copy-{round}"), t, fp(s ^ 1, 2 << 40 | round, &[]));
+        let verdict = idx.check_and_insert(&copy).await.unwrap().verdict;
+        if verdict.is_duplicate() {
+            wrong.push((round, verdict));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let loaded = load.await.unwrap();
+    assert!(
+        wrong.is_empty(),
+        "{} of {ROUNDS} checks right after an own delete were linked to the deleted \
+         article ({loaded} articles stored meanwhile by another process): {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(3)]
+    );
+}
+
 /// `processes`: indexes connected (each one process' worth of connections).
 async fn race_near_duplicate_groups(options: RedisIndexOptions, processes: usize) {
     let server = RedisServer::start();

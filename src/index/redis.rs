@@ -165,12 +165,24 @@ struct Inner {
     sending: tokio::sync::Mutex<()>,
 }
 
+/// How fresh a replica is ([`ReplicaState::synced`]).
+#[derive(Default)]
+struct Synced {
+    /// When the sync that last brought the copy up to date started (`None`:
+    /// never, or this process deleted an article since, which its next check
+    /// must see).
+    at: Option<std::time::Instant>,
+    /// Deletes this process made: a sync that saw the count change while it
+    /// ran may have read the deletion log before the delete, so it leaves
+    /// `at` as the delete left it.
+    deletes: u64,
+}
+
 struct ReplicaState {
     copy: Mutex<Replica>,
     syncing: tokio::sync::Mutex<()>,
-    /// When the copy was last brought up to date (`None`: never, or a delete
-    /// since, which the next check must see).
-    synced_at: Mutex<Option<std::time::Instant>>,
+    /// When the copy was last brought up to date, and this process' deletes.
+    synced: Mutex<Synced>,
     /// A sync runs in the background (`replicated.rs`, `sync_in_background`).
     refreshing: std::sync::atomic::AtomicBool,
 }
@@ -373,7 +385,7 @@ impl RedisIndex {
                 replica: options.replica.then(|| ReplicaState {
                     copy: Mutex::new(Replica::new(config.lookup_signatures)),
                     syncing: tokio::sync::Mutex::new(()),
-                    synced_at: Mutex::new(None),
+                    synced: Mutex::new(Synced::default()),
                     refreshing: std::sync::atomic::AtomicBool::new(false),
                 }),
                 own: Mutex::new(OwnCommits::default()),
@@ -1591,8 +1603,11 @@ impl Index for RedisIndex {
             .await
             .map_err(backend)?;
         if let Some(state) = &self.inner.replica {
-            // This process' next check reads the deletion log first.
-            *state.synced_at.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            // This process' next check reads the deletion log first, in a sync
+            // that starts after this point.
+            let mut synced = state.synced.lock().unwrap_or_else(|e| e.into_inner());
+            synced.at = None;
+            synced.deletes += 1;
         }
         Ok(n == 1)
     }

@@ -100,20 +100,28 @@ impl RedisIndex {
     }
 
     /// One task at a time brings the copy up to date; a task that finds
-    /// another doing so waits for it and uses its work (`must`: do one anyway).
-    /// A copy that is a little behind is safe: the commit validates it.
+    /// another doing so waits for it and uses its work, unless that sync may
+    /// have missed this process' own deletion (`must`: do one anyway). A copy
+    /// that is a little behind is safe: the commit validates it.
     async fn sync_replica(&self, conn: &mut Conn, must: bool) -> Result<(), IndexError> {
         let state = self.replica_state();
         let _turn = match state.syncing.try_lock() {
             Ok(turn) => turn,
-            Err(_) if !must => {
-                drop(state.syncing.lock().await);
-                return Ok(());
+            Err(_) => {
+                let turn = state.syncing.lock().await;
+                if !must && self.copy_age().is_some() {
+                    return Ok(());
+                }
+                turn
             }
-            Err(_) => state.syncing.lock().await,
         };
         let keys = &self.inner.keys;
         let began = Instant::now();
+        let deletes = state
+            .synced
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .deletes;
         let cached = self.cached_shapes();
         let after = lock(&state.copy).deletions_read.clone();
         let mut pipe = ::redis::pipe();
@@ -186,7 +194,10 @@ impl RedisIndex {
             let mut replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
             deletions = parse_deletions(replies.pop())?;
         }
-        *state.synced_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(began);
+        let mut synced = state.synced.lock().unwrap_or_else(|e| e.into_inner());
+        if synced.deletes == deletes {
+            synced.at = Some(began);
+        }
         Ok(())
     }
 
@@ -195,9 +206,10 @@ impl RedisIndex {
     fn copy_age(&self) -> Option<std::time::Duration> {
         let state = self.replica_state();
         state
-            .synced_at
+            .synced
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .at
             .map(|at| at.elapsed())
     }
 
@@ -212,15 +224,23 @@ impl RedisIndex {
         {
             return;
         }
-        let this = self.clone();
+        /// Clears `refreshing` however the task ends (done, failed, panicked,
+        /// or dropped with its runtime).
+        struct Refreshing(RedisIndex);
+        impl Drop for Refreshing {
+            fn drop(&mut self) {
+                self.0
+                    .replica_state()
+                    .refreshing
+                    .store(false, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let guard = Refreshing(self.clone());
         tokio::spawn(async move {
-            let mut conn = this.inner.conn.clone();
-            if let Err(e) = this.sync_replica(&mut conn, false).await {
+            let mut conn = guard.0.inner.conn.clone();
+            if let Err(e) = guard.0.sync_replica(&mut conn, false).await {
                 tracing::debug!(error = %e, "background sync of the replica failed");
             }
-            this.replica_state()
-                .refreshing
-                .store(false, std::sync::atomic::Ordering::Release);
         });
     }
 
