@@ -29,12 +29,37 @@ use simdedup::bench::synthetic::FingerprintGen;
 use simdedup::decision::DecisionConfig;
 use simdedup::index::{Index, RedisIndex, RedisIndexOptions};
 
+// The allocator of the `simdedup` binary (src/main.rs), so that the client's
+// CPU per check is the worker's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const WINDOW_MS: u64 = 48 * 3_600_000;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> T {
     args.get(i).and_then(|a| a.parse().ok()).unwrap_or_else(|| {
         panic!("argument {i}: {what} (see the doc comment of examples/commit_profile.rs)")
     })
+}
+
+/// This process' CPU time so far (user + system, from `/proc/self/stat`, in
+/// clock ticks of 1/100 s): the client's own cost per check.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) and its ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime: fields 14 and 15 of the line, 11 and 12 after the name.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 #[tokio::main]
@@ -79,6 +104,7 @@ async fn main() {
             let m: u64 = arg(&args, 5, "checks");
             let conc: u64 = arg(&args, 6, "checks in flight");
             index.sync().await.expect("load the copy");
+            let cpu0 = cpu_seconds();
             let started = Instant::now();
             let mut tasks = Vec::new();
             for w in 0..conc {
@@ -99,9 +125,12 @@ async fn main() {
                 duplicates += t.await.expect("task");
             }
             let secs = started.elapsed().as_secs_f64();
+            let cpu = cpu_seconds() - cpu0;
             println!(
-                "{m} checks in {secs:.1} s ({:.0}/s), {duplicates} duplicates (expected {})",
+                "{m} checks in {secs:.1} s ({:.0}/s), this process' CPU {:.1} µs per check, \
+                 {duplicates} duplicates (expected {})",
                 m as f64 / secs,
+                cpu * 1e6 / m as f64,
                 FingerprintGen::expected_duplicates(n..n + m)
             );
         }

@@ -204,10 +204,9 @@ struct BenchArgs {
     /// only reports what is new and commits.
     #[arg(long)]
     replica: bool,
-    /// Articles per end-to-end run (default 20000; --quick: 5000). With --corpus,
-    /// at most the corpus size divided by the number of worker counts (plus one
-    /// for the steady feed): each sends its own slice, so no run on a filled
-    /// index re-sends what an earlier run inserted.
+    /// Articles per end-to-end run (default 20000; --quick: 5000; with --corpus,
+    /// at most the corpus). Every run sends the same articles; on a filled
+    /// index they are deleted after each run, so every run meets the same index.
     #[arg(long, value_name = "K")]
     e2e_articles: Option<u64>,
     /// Articles per second of the steady-feed runs (one worker, on the empty

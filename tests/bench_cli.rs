@@ -144,6 +144,15 @@ fn tiny_bench_measures_everything_and_writes_the_docs_section() {
         assert_eq!(cells[4], "300/300, 0", "{label}: {cells:?}");
     }
     assert!(!steady.contains("| empty, right after"), "{steady}");
+    // Every run sends the same articles, and on the filled index each run's
+    // are deleted after it: one worker decides them the same way every time
+    // (without the deletion the steady feed on the filled index would find
+    // each of its articles stored by the run before it).
+    let verdicts = row(drained, "empty")[3];
+    assert!(!verdicts.starts_with("0 /"), "{verdicts}");
+    assert_eq!(row(drained, "2 k")[3], verdicts);
+    assert_eq!(row(steady, "empty")[5], verdicts);
+    assert_eq!(row(steady, "2 k")[5], verdicts);
     assert!(
         stdout.contains("| 3 | workers' own index-call p99 ≤ 2 ms at 10 M (end-to-end runs) | 10 M (end to end) not measured | — |"),
         "{stdout}"

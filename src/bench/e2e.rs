@@ -86,33 +86,31 @@ impl Articles {
         }
     }
 
-    /// How many articles each of `slices` end-to-end runs can have without two
-    /// runs sharing one: `wanted`, or fewer for a corpus too small for that.
-    pub fn per_slice(&self, wanted: u64, slices: usize) -> u64 {
+    /// How many articles an end-to-end run can have: `wanted`, or the whole
+    /// corpus when it is smaller.
+    pub fn per_run(&self, wanted: u64) -> u64 {
         match self {
             Articles::Synthetic(_) => wanted,
-            Articles::Corpus { articles, .. } => {
-                wanted.min((articles.len() / slices.max(1)).max(1) as u64)
-            }
+            Articles::Corpus { articles, .. } => wanted.min(articles.len() as u64).max(1),
         }
     }
 
-    /// JSON lines of run `run`: the `slice`-th `k` articles, with ids
-    /// `e2e-<run>-<j>`. Runs compared with each other (the same worker count on
-    /// the empty and the filled index) use the same slice; runs on one filled
-    /// index use different slices, so that no run re-sends what an earlier one
-    /// inserted (its verdicts would all be duplicates). A corpus too small for
-    /// the slice wraps around ([`Articles::per_slice`] avoids that).
-    fn jsonl(&self, run: u64, slice: u64, k: u64) -> Vec<u8> {
+    /// JSON lines of run `run`: the first `k` articles, with ids
+    /// [`article_id`]`(run, j)`. Every run sends the same texts, so that runs
+    /// compare like for like (worker counts, the empty and the filled index);
+    /// on a filled index the bench deletes a run's articles after it, so that
+    /// the next run meets the same index and no text as a copy of itself
+    /// (`src/bench/mod.rs`, `E2eRuns`).
+    fn jsonl(&self, run: u64, k: u64) -> Vec<u8> {
         let mut out = Vec::new();
         for j in 0..k {
-            let id = format!("e2e-{run}-{j}");
+            let id = article_id(run, j);
             let line = match self {
                 Articles::Synthetic(gen) => {
-                    serde_json::json!({"id": id, "text": gen.text(slice * k + j)})
+                    serde_json::json!({"id": id, "text": gen.text(j)})
                 }
                 Articles::Corpus { articles: a, .. } => {
-                    let (text, title) = &a[((slice * k + j) % a.len() as u64) as usize];
+                    let (text, title) = &a[(j % a.len() as u64) as usize];
                     serde_json::json!({"id": id, "text": text, "title": title})
                 }
             };
@@ -409,7 +407,12 @@ async fn xlen(conn: &mut MultiplexedConnection, key: &str) -> Result<u64, BenchE
     Ok(redis::cmd("XLEN").arg(key).query_async(conn).await?)
 }
 
-/// Run slice `slice` of `k` articles of `articles` (run number `run`) through
+/// The id of article `j` of end-to-end run `run`.
+pub fn article_id(run: u64, j: u64) -> String {
+    format!("e2e-{run}-{j}")
+}
+
+/// Run `k` articles of `articles` (run number `run`: their ids) through
 /// `workers` workers. The input, output and dead-letter streams are deleted
 /// first (with the consumer group); the index is left as it is.
 ///
@@ -422,7 +425,7 @@ pub async fn run(
     conn: &mut MultiplexedConnection,
     setup: &WorkerSetup,
     articles: &Articles,
-    (run, slice): (u64, u64),
+    run: u64,
     k: u64,
     workers: usize,
     rate: Option<f64>,
@@ -444,7 +447,7 @@ pub async fn run(
         procs.wait_until_listening(setup.timeout).await?;
         early = Some(procs);
     }
-    let jsonl = articles.jsonl(run, slice, k);
+    let jsonl = articles.jsonl(run, k);
     let produce_all = |conn: &mut MultiplexedConnection, rate: Option<f64>| {
         let (keys, jsonl) = (keys.clone(), jsonl.clone());
         let mut conn = conn.clone();
@@ -684,30 +687,33 @@ mod tests {
     }
 
     #[test]
-    fn each_worker_count_gets_its_own_slice_of_a_corpus() {
+    fn every_run_sends_the_same_texts_under_its_own_ids() {
         let corpus = Articles::Corpus {
             articles: (0..10).map(|i| (format!("article {i}"), None)).collect(),
             skipped: 0,
         };
-        // 10 articles, 3 worker counts: 3 each, none shared between slices.
-        assert_eq!(corpus.per_slice(20_000, 3), 3);
-        assert_eq!(corpus.per_slice(2, 3), 2, "fewer asked for than fit");
-        assert_eq!(corpus.per_slice(5, 20), 1, "never zero");
-        let slices: Vec<Vec<String>> = (0..3).map(|s| texts(&corpus.jsonl(7 + s, s, 3))).collect();
-        assert_eq!(slices[0], ["article 0", "article 1", "article 2"]);
-        assert_eq!(slices[2], ["article 6", "article 7", "article 8"]);
-        // The same slice again (the same worker count on a filled index): the
-        // same texts, under the new run's ids.
-        let again = corpus.jsonl(11, 1, 3);
-        assert_eq!(texts(&again), slices[1]);
-        assert!(String::from_utf8(again).unwrap().contains("\"e2e-11-0\""));
-        let synthetic = Articles::Synthetic(TextGen::new(1));
-        assert_eq!(synthetic.per_slice(20_000, 3), 20_000);
-        let (a, b) = (
-            texts(&synthetic.jsonl(0, 0, 4)),
-            texts(&synthetic.jsonl(1, 1, 4)),
+        assert_eq!(corpus.per_run(20_000), 10, "the whole corpus");
+        assert_eq!(corpus.per_run(3), 3, "fewer asked for than there are");
+        assert_eq!(corpus.per_run(0), 1, "never zero");
+        let first = corpus.jsonl(7, 3);
+        assert_eq!(texts(&first), ["article 0", "article 1", "article 2"]);
+        let again = corpus.jsonl(11, 3);
+        assert_eq!(texts(&again), texts(&first));
+        let again = String::from_utf8(again).unwrap();
+        assert!(
+            again.contains(&format!("\"{}\"", article_id(11, 0))),
+            "{again}"
         );
-        assert!(a.iter().all(|t| !b.contains(t)), "synthetic slices differ");
-        assert_eq!(texts(&synthetic.jsonl(5, 0, 4)), a);
+        assert!(!again.contains("e2e-7-"), "{again}");
+        // A corpus smaller than asked for wraps around (per_run avoids that).
+        assert_eq!(
+            texts(&corpus.jsonl(0, 12))[10..],
+            ["article 0", "article 1"]
+        );
+        let synthetic = Articles::Synthetic(TextGen::new(1));
+        assert_eq!(synthetic.per_run(20_000), 20_000);
+        let (a, b) = (texts(&synthetic.jsonl(0, 4)), texts(&synthetic.jsonl(1, 4)));
+        assert_eq!(a, b);
+        assert_eq!(a.iter().collect::<HashSet<_>>().len(), 4, "distinct texts");
     }
 }

@@ -32,7 +32,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::decision::DecisionConfig;
-use crate::index::{IndexError, RedisIndex, RedisIndexOptions};
+use crate::index::{Index, IndexError, RedisIndex, RedisIndexOptions};
 use crate::redis_server::{RedisServer, RedisServerError};
 use e2e::{Articles, E2e, WorkerSetup};
 use index::{Checks, Memory};
@@ -297,15 +297,12 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         timeout: options.e2e_timeout,
         log_dir: server.dir().to_owned(),
     };
-    // One slice per worker count, and one for the steady feed.
-    let slices = options.workers.len() + usize::from(options.paced());
-    let per_run = articles.per_slice(options.e2e_articles, slices);
+    let per_run = articles.per_run(options.e2e_articles);
     if per_run < options.e2e_articles {
         note(
             options,
             &format!(
-                "{}: {per_run} articles per end-to-end run (--e2e-articles {}), so that \
-                 each worker count gets its own slice",
+                "{}: {per_run} articles per end-to-end run (--e2e-articles {})",
                 articles.describe(),
                 options.e2e_articles
             ),
@@ -323,7 +320,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             "none (no end-to-end runs)".into()
         } else {
             format!(
-                "{}, {per_run} per run, each worker count (and the steady feed) its own slice (the same on the empty and on a filled index)",
+                "{}, the same {per_run} in every run (on a filled index deleted after each run, so that every run meets the same index)",
                 articles.describe()
             )
         },
@@ -457,10 +454,14 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     Ok(report)
 }
 
-/// The end-to-end runs of a bench. Each run gets its own number (its ids);
-/// the i-th worker count always sends the i-th slice of the articles, so each
-/// run on a filled index inserts articles no earlier run sent, and compares
-/// like for like with the same worker count on the empty index.
+/// The end-to-end runs of a bench. Every run sends the same articles under
+/// its own number (their ids, [`e2e::article_id`]), so that each compares like
+/// for like with the others: the same worker count on the empty index, other
+/// worker counts, the steady feed. On a filled index a run's articles are
+/// deleted after it ([`forget_run`]): the next run meets the index as the
+/// preload left it, and finds no text it sends already stored (it would be a
+/// copy of itself). A deleted article leaves tombstones in the block sets
+/// (`docs/redis-keys.md`), which a check in the default mode reads and skips.
 struct E2eRuns<'a> {
     options: &'a BenchOptions,
     setup: &'a WorkerSetup,
@@ -480,15 +481,15 @@ impl E2eRuns<'_> {
         empty: bool,
     ) -> Result<Vec<E2e>, BenchError> {
         let mut results = Vec::new();
-        for (slice, &w) in self.options.workers.iter().enumerate() {
+        for &w in &self.options.workers {
             let what = format!("{label}: end to end with {w} worker(s)");
-            results.push(self.one(conn, &what, empty, (slice, w), None).await?);
+            results.push(self.one(conn, &what, empty, w, None).await?);
         }
         Ok(results)
     }
 
-    /// The steady-feed run ([`BenchOptions::paced_rate`]): one worker, the
-    /// slice after the worker counts' (`empty`: on an emptied database).
+    /// The steady-feed run ([`BenchOptions::paced_rate`]): one worker
+    /// (`empty`: on an emptied database).
     async fn paced(
         &mut self,
         conn: &mut redis::aio::MultiplexedConnection,
@@ -499,32 +500,30 @@ impl E2eRuns<'_> {
             return Ok(None);
         };
         let what = format!("{label}: a steady feed of {rate:.0} articles/s into 1 worker");
-        let slice = self.options.workers.len();
-        Ok(Some(
-            self.one(conn, &what, empty, (slice, 1), Some(rate)).await?,
-        ))
+        Ok(Some(self.one(conn, &what, empty, 1, Some(rate)).await?))
     }
 
-    /// One run: slice `slice` through `workers` workers, at `rate` if given
-    /// ([`e2e::run`]), under the next run number; `empty`: on an emptied
-    /// database.
+    /// One run through `workers` workers, at `rate` if given ([`e2e::run`]),
+    /// under the next run number; `empty`: on an emptied database, else on
+    /// the filled index, whose run's articles are deleted afterwards.
     async fn one(
         &mut self,
         conn: &mut redis::aio::MultiplexedConnection,
         what: &str,
         empty: bool,
-        (slice, workers): (usize, usize),
+        workers: usize,
         rate: Option<f64>,
     ) -> Result<E2e, BenchError> {
         if empty {
             flush(conn).await?;
         }
         note(self.options, what);
+        let run = self.next_run;
         let r = e2e::run(
             conn,
             self.setup,
             self.articles,
-            (self.next_run, slice as u64),
+            run,
             self.per_run,
             workers,
             rate,
@@ -532,6 +531,9 @@ impl E2eRuns<'_> {
         .await?;
         self.next_run += 1;
         note(self.options, &report::e2e_line(&r));
+        if !empty {
+            forget_run(self.setup, run, &r).await?;
+        }
         Ok(r)
     }
 
@@ -558,6 +560,49 @@ impl E2eRuns<'_> {
         self.next_run = again.next_run;
         Ok(runs)
     }
+}
+
+/// Delete the articles end-to-end run `run` stored (`result`: what it
+/// answered), so that the filled index is again as the preload left it.
+/// Every article the run decided (unique or duplicate) was stored: a count
+/// that differs is an error, not a figure.
+async fn forget_run(setup: &WorkerSetup, run: u64, result: &E2e) -> Result<(), BenchError> {
+    let index = RedisIndex::connect(
+        &setup.url,
+        &setup.namespace,
+        DecisionConfig::default(),
+        RedisIndexOptions {
+            bucket_ms: setup.bucket_hours.map(|h| h * 3_600_000),
+            response_timeout: std::time::Duration::from_secs(60),
+            replica: setup.replica,
+            ..RedisIndexOptions::default()
+        },
+    )
+    .await?;
+    // Deletes in 32 tasks: a few seconds for 20,000 articles.
+    let mut tasks = tokio::task::JoinSet::new();
+    for first in 0..32 {
+        let index = index.clone();
+        let k = result.articles;
+        tasks.spawn(async move {
+            let mut deleted = 0u64;
+            for j in (first..k).step_by(32) {
+                deleted += u64::from(index.delete(&e2e::article_id(run, j)).await?);
+            }
+            Ok::<u64, IndexError>(deleted)
+        });
+    }
+    let mut deleted = 0;
+    while let Some(task) = tasks.join_next().await {
+        deleted += task.map_err(|e| BenchError::Task(e.to_string()))??;
+    }
+    let stored = result.unique + result.duplicate;
+    if deleted != stored {
+        return Err(BenchError::Worker(format!(
+            "run {run} decided {stored} articles but {deleted} of its ids were found to delete"
+        )));
+    }
+    Ok(())
 }
 
 async fn flush(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), BenchError> {

@@ -79,6 +79,18 @@ impl BlockList {
         self.simhashes.push(simhash);
     }
 
+    /// Appends to `out` the handles whose SimHash is within `max` bits of
+    /// `simhash`. Only the SimHashes are read (a handle only on a match): the
+    /// scan touches one array, whose cache misses are most of a check's CPU
+    /// at 10 M articles.
+    fn within(&self, simhash: u64, max: u32, out: &mut Vec<u32>) {
+        for (at, &other) in self.simhashes.iter().enumerate() {
+            if hamming(other, simhash) <= max {
+                out.push(self.handles[at]);
+            }
+        }
+    }
+
     /// Removes `handle`; whether the list is empty now.
     fn remove(&mut self, handle: u32) -> bool {
         if let Some(at) = self.handles.iter().position(|&h| h == handle) {
@@ -347,11 +359,7 @@ impl Replica {
                     // Only live articles are listed (`forget` unlists them).
                     if let Some(list) = copy.blocks[i].get(&block) {
                         examined += list.handles.len();
-                        for (&h, &simhash) in list.handles.iter().zip(&list.simhashes) {
-                            if hamming(simhash, fp.simhash) <= cfg.max_distance {
-                                handles.push(h);
-                            }
-                        }
+                        list.within(fp.simhash, cfg.max_distance, &mut handles);
                     }
                 }
                 let listed = handles.len();
