@@ -21,7 +21,7 @@ RUN mkdir -p src benches \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
  && echo 'fn main() {}' > benches/fingerprint.rs \
- && cargo build --release --locked --bin simdedup \
+ && cargo build --profile dist --locked --bin simdedup \
  && rm -rf src benches
 
 # The crate itself. `include_str!` pulls in lua/, src/stopwords/ and the
@@ -33,8 +33,8 @@ COPY examples ./examples
 # COPY keeps the files' times, which may be older than the stub build: touch
 # the crate roots so cargo rebuilds them.
 RUN touch src/main.rs src/lib.rs \
- && cargo build --release --locked --bin simdedup \
- && cp target/release/simdedup /usr/local/bin/simdedup
+ && cargo build --profile dist --locked --bin simdedup \
+ && cp target/dist/simdedup /usr/local/bin/simdedup
 
 # ---- runtime ----------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime

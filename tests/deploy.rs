@@ -173,8 +173,9 @@ fn dockerfile_matches_the_code() {
     let bin = Path::new(BIN).file_name().unwrap().to_str().unwrap();
     assert_eq!(bin, env!("CARGO_PKG_NAME"));
     let runs = instructions("RUN").join("\n");
-    assert!(runs.contains(&format!("cargo build --release --locked --bin {bin}")));
-    assert!(runs.contains(&format!("target/release/{bin} /usr/local/bin/{bin}")));
+    // The image ships the link-time-optimized build (Cargo.toml's `dist` profile).
+    assert!(runs.contains(&format!("cargo build --profile dist --locked --bin {bin}")));
+    assert!(runs.contains(&format!("target/dist/{bin} /usr/local/bin/{bin}")));
     assert_eq!(
         instructions("ENTRYPOINT"),
         vec![format!("[\"/usr/local/bin/{bin}\"]")]
