@@ -17,8 +17,8 @@
 //! ```
 //!
 //! `fill URL N NOW_MS` preloads articles 0..N of `simdedup bench`'s generator
-//! (seed 1, spread over the 48 h before NOW_MS) into namespace `bench` in
-//! replica mode; `check URL N NOW_MS M CONCURRENCY` loads the copy, then
+//! (seed 1, spread over the 48 h before NOW_MS) into namespace `bench`;
+//! `check URL N NOW_MS M CONCURRENCY` loads the view, then
 //! checks articles N..N+M through the real path, CONCURRENCY in flight, and
 //! prints the checks per second and the duplicates found. NOW_MS must be the
 //! fill's, and the check must run within a few hours of it (the articles'
@@ -72,7 +72,6 @@ async fn main() {
     let options = RedisIndexOptions {
         expected_articles: n,
         response_timeout: Duration::from_secs(600),
-        replica: true,
         ..Default::default()
     };
     let index = RedisIndex::connect(&url, "bench", DecisionConfig::default(), options)
@@ -103,7 +102,7 @@ async fn main() {
         "check" => {
             let m: u64 = arg(&args, 5, "checks");
             let conc: u64 = arg(&args, 6, "checks in flight");
-            index.sync().await.expect("load the copy");
+            index.sync().await.expect("load the view");
             let cpu0 = cpu_seconds();
             let started = Instant::now();
             let mut tasks = Vec::new();

@@ -1,423 +1,149 @@
--- commit.lua: record an article and its verdict, but only if nothing the worker
--- read (RedisIndex::gather and fetch_candidates, plain commands, the counters
--- first) has changed since the counters were read (optimistic concurrency). No set is scanned and no list re-read here: the script reads
--- what was *inserted* since the gather instead.
---
--- Why that is enough: every insert takes the next handle of its bucket's
--- counter (n:) and stores its packed fingerprint under that handle (f:), in one
--- script. So the articles inserted into a bucket since the gather are exactly
--- the handles between the counter the gather read and the counter now. What
--- the gather read (block sets of this SimHash's blocks, the content and sketch
--- lists, the h: lists of the SimHashes resolved) can only have changed through
--- one of them sharing a block, the content hash's low 24 bits or a lookup
--- sketch hash with this article, which its packed fingerprint shows. Deletes
--- never change what was read (they leave tombstones) and their f: entry is
--- gone: skipped.
---
--- KEYS[1]  the bucket registry (ZSET label -> bucket start ms)
--- ARGV[1]  key prefix         ARGV[2] article id
--- ARGV[3]  the id's hash: the first 6 hex digits of its SHA-1 (ids_key)
--- ARGV[4]  the article's bucket label, ARGV[5] its bucket start (ms)
--- ARGV[6]  retention after a bucket starts (bucket length + window, ms)
--- ARGV[7]  when the bucket's keys expire: (start + retention) / 1000 rounded
---          up, unix seconds
--- ARGV[8]  SimHash, 16 hex (its four 16-bit blocks, first block first)
--- ARGV[9]  SimHash, signed decimal (set member)
--- ARGV[10] packed fingerprint  ARGV[11] meta
--- ARGV[12] content hash, 16 hex ("" = empty fingerprint: not indexed)
--- ARGV[13] root id of the cluster to link to ("" when unique), ARGV[14] its
---          hash (as ARGV[3]), ARGV[15] the label of the bucket to look for it
---          in first ("" = not known)
--- ARGV[16] shape bits for a new bucket with no older one to size it by
--- ARGV[17] S: the lookup sketch hashes, the first S of the packed sketch
--- ARGV[18] '1': write the lookup lists (h:, c:, s:); '0': the worker holds a
---          replica (src/index/redis/replica.rs) and reads no lists, so none
---          are written. A bucket records which (n:L field l = '0': none), and
---          a worker of the other kind is refused rather than served wrong.
--- ARGV[19] the own bucket's shape bits as the check read it ("" when it was
---          not read: new, or a preload)
--- ARGV[20] 5 flags ('1': block d's set was empty when read; the 5th: list in
---          h: even when full)
--- then     with lists only: the content hash as a c: field (field24 in
---          prelude.lua), the S sketch hashes (8 hex), and when the own
---          bucket was read: h: key, field and value read for the SimHash, c:
---          key and value read, S times s: key, field and value read
--- then     the live buckets the gather saw, four arguments each: label,
---          counter read, in range (0/1), and which lists were full when read
---          ('1' per list: the content list, then the S sketch lists; "" when
---          not in range); or the one argument '-1' for a bulk preload
---          (nothing to check)
--- last     this process' token ("" = none: a preload), the commit's sequence
---          number, and '1' if the worker vouches for the newest run of its own
---          commits (src/index/redis/own_commits.rs)
---
+-- commit.lua: record an article and its verdict, but only if nothing inserted
+-- since the worker's view of the window could have changed its decision.
+-- Arguments: src/index/redis/commit.rs (CommitArgs::argv, pinned by a test).
+-- Every insert takes the next handle of its bucket (n: field n) and stores its
+-- packed fingerprint under it (f:), here. So what a bucket received since the
+-- view are the handles after the view's counter, and their fingerprints show
+-- whether one can meet this article (src/index/meet.rs). Deleted ones (f:
+-- emptied) are skipped.
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"} |
--- {"mode", label} (the bucket was written by workers of the other kind)
---
--- Written for the cost of a call, which is mostly Lua's own work, not the
--- commands': every argument, reply, string built and number parsed from a
--- string (tonumber calls strtod twice) is a measurable share of a commit
--- (docs/benchmarks.md, "The commit script's instructions"). So numbers stay
--- strings where they are only compared or passed on, work needed only by a
--- rare branch is done in that branch, and the worker sends what it can
--- compute cheaper.
+-- {"layout", label} (a bucket written with another key layout)
+
 local P, id, idhash, label = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local expire_at = ARGV[7]
+local start, retention, expire_at = ARGV[5], ARGV[6], ARGV[7]
 local simhex, simdec, packed, meta = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local content, root = ARGV[12], ARGV[13]
-local lists = ARGV[18] == '1'
-local k = tonumber(ARGV[19])
-local known = k ~= nil
-local empty = ARGV[20]
-local n_args = #ARGV
-local token, seq = ARGV[n_args - 2], ARGV[n_args - 1]
-local vouched = ARGV[n_args] == '1'
+local indexed, root, root_hash, root_hint = ARGV[12] == '1', ARGV[13], ARGV[14], ARGV[15]
+local default_shape, S, k, empty = ARGV[16], tonumber(ARGV[17]), tonumber(ARGV[18]), ARGV[19]
+local known, FIRST_BUCKET = k ~= nil, 20
+-- The keys another packed fingerprint meets this one through, as bytes at
+-- the offsets codec.rs packs them: the four blocks, the content hash, the S
+-- lookup sketch hashes. list[t]: the key's place among the full-list flags.
+local tokens, list = {}, {}
+for d = 1, 4 do tokens[d] = string.sub(packed, 2 * d - 1, 2 * d) end
+if indexed then tokens[5], list[5] = string.sub(packed, 9, 16), 1 end
+for s = 1, indexed and S or 0 do tokens[5 + s], list[5 + s] = string.sub(packed, 13 + 4 * s, 16 + 4 * s), 1 + s end
 
--- Decimal strings of non-negative integers without leading zeros compare as
--- numbers by length first (no tonumber); false (a missing field) is never less.
-local function lt(a, b)
-  return a and (#a < #b or (#a == #b and a < b))
-end
-
--- With lists: the own bucket's h:, c: and s: keys (and fields) and the values
--- the gather read there.
-local S, sigs, cfield
-local hkey, hfield, hval, ckey, cval
-local skeys, sfields, svals = {}, {}, {}
-local i = 21
-if lists then
-  S = tonumber(ARGV[17])
-  cfield = ARGV[21]
-  sigs = {}
-  for s = 1, S do sigs[s] = ARGV[21 + s] end
-  i = 22 + S
-  if known then
-    hkey, hfield, hval = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-    ckey, cval = ARGV[i + 3], ARGV[i + 4]
-    for s = 1, S do
-      local at = i + 2 + 3 * s
-      skeys[s], sfields[s], svals[s] = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-    end
-    i = i + 5 + 3 * S
-  end
-end
-
--- The tokens this article's gather read, as they appear in a packed
--- fingerprint (src/index/redis/codec.rs: SimHash u64 little-endian, content
--- u64 LE, then the sorted sketch's u32 LE): the 16-bit blocks, the low 24
--- bits of the content hash (what names its c: field, so an article with
--- another content hash but the same field is a conflict too), the lookup
--- sketch hashes (the first S of the sketch). (An h: field is named by the
--- SimHash's low 24 bits, which hold its last block.)
--- `list[t]`: for a token read through a list, its position among the
--- bucket's full-list flags (1 the content list, 1 + s sketch list s).
--- Built by the first validation that needs them: most commits need none.
-local tokens, list
-local function build_tokens()
-  tokens = {string.sub(packed, 1, 2), string.sub(packed, 3, 4),
-    string.sub(packed, 5, 6), string.sub(packed, 7, 8)}
-  list = {}
-  if content ~= '' then
-    tokens[5] = string.sub(packed, 9, 11)
-    list[5] = 1
-  end
-  for s = 1, tonumber(ARGV[17]) do
-    tokens[#tokens + 1] = string.sub(packed, 13 + 4 * s, 16 + 4 * s)
-    list[#tokens] = 1 + s
-  end
-end
-
--- Why the packed fingerprints `recs` (inserted since the gather; nil for a
--- deleted one; Redis gives false) change what this check read, or nil: one
--- has a block of this SimHash among its SimHash bytes, the low 24 bits of this
--- content hash as those of its content, or a lookup sketch hash in its sketch.
--- A list that was full when read (`full`, '1' at the token's list position)
--- cannot have changed: a full list is never appended to, so an article that
--- shares only that hash (a boilerplate line) is no conflict. The records are
--- searched as one string (one string.find per token, not one per token and
--- record: Lua calls into C are what costs here), and each hit is placed in its
--- record by offsets.
+-- Why one of `recs` (packed fingerprints; false or '' when deleted) meets this
+-- article, or nil. A hit counts only where its key lies in a record (a block
+-- at an even offset of the SimHash, the content at 8, a sketch hash from 16
+-- on, 4-aligned). A list full in the view (`full`: '1') is never appended to,
+-- so meeting only through it is no conflict. One string.find per key over
+-- all records joined: calls from Lua into C are what a commit costs.
 local function conflict(recs, full)
-  if not tokens then build_tokens() end
   local parts, ends, at = {}, {}, 0
   for r = 1, #recs do
-    local rec = recs[r]
-    if rec then
-      parts[#parts + 1] = rec
-      at = at + #rec
-      ends[#ends + 1] = at
-    end
+    if recs[r] and recs[r] ~= '' then parts[#parts + 1] = recs[r]; at = at + #recs[r]; ends[#ends + 1] = at end
   end
-  if at == 0 then return nil end
   local all = table.concat(parts)
   for t = 1, #tokens do
-    local token = tokens[t]
-    local from = 1
-    if list[t] and string.sub(full, list[t], list[t]) == '1' then from = #all + 1 end
-    while from <= #all do
-      local pos = string.find(all, token, from, true)
-      if not pos then break end
-      -- The record holding the hit and the hit's offset in it (0-based).
-      local r, start = 1, 0
-      while ends[r] < pos do start = ends[r]; r = r + 1 end
-      local off = pos - 1 - start
-      if t <= 4 then
-        -- At an even offset: one of its four blocks (at an odd one the token
-        -- straddles two blocks and names no set).
-        if off % 2 == 0 and off + 2 <= 8 then return 'block' end
-      elseif content ~= '' and t == 5 then
-        if off == 8 then return 'content' end
-      elseif off >= 16 and off + 4 <= ends[r] - start then
-        return 'signature'
+    local from = (list[t] and string.sub(full, list[t], list[t]) == '1') and at + 1 or 1
+    local pos = from <= at and string.find(all, tokens[t], from, true)
+    while pos do
+      local r, base = 1, 0
+      while ends[r] < pos do base = ends[r]; r = r + 1 end
+      local off = pos - 1 - base
+      if (t <= 4 and off % 2 == 0 and off <= 6) or (t == 5 and off == 8)
+        or (t > 5 and off >= 16 and off % 4 == 0) then
+        return t <= 4 and 'block' or (t == 5 and 'content' or 'signature')
       end
-      from = pos + 1
+      pos = string.find(all, tokens[t], pos + 1, true)
     end
   end
   return nil
 end
-
--- Validation: the same live buckets, and in every bucket that received an
--- insert since the gather, neither this id nor anything that changes what was
--- read has appeared. (Labels only: a score would be formatted as a double by
--- Redis and parsed back by Lua on every commit, and none is needed here.)
+-- Validation: the live buckets are the view's, and each one that received
+-- inserts since holds neither this id nor an article that meets this one.
 local live = redis.call('ZRANGE', KEYS[1], '0', '-1')
--- The own bucket's counter hash as read here (nil: not read)
-local own_run
--- The shapes read, by label (for the root link: ARGV[13])
-local shapes = root ~= '' and {} or nil
-if ARGV[i] == '-1' then
-  -- Bulk preload (RedisIndex::preload, benchmarks only): no gather, no checks.
+local own_counter, shapes = nil, {} -- the own bucket's n: as read here; shapes
+if ARGV[FIRST_BUCKET] == '-1' then
+  -- Bulk preload (RedisIndex::preload, benchmarks only): nothing to validate.
   if find_id(P, live, id, idhash) then return {'replay'} end
 else
-  local B = (n_args - 2 - i) / 4
-  if #live ~= B then return {'retry', 'buckets'} end
-  for b = 1, B do
+  if #live ~= (#ARGV - FIRST_BUCKET + 1) / 4 then return {'retry', 'buckets'} end
+  for b = 1, #live do
+    local i = FIRST_BUCKET + 4 * (b - 1)
     local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-    i = i + 4
     if live[b] ~= l then return {'retry', 'buckets'} end
-    -- n: counter, k: shape, l: lists kept; in the own bucket also w, w0, ws,
-    -- wn: the marker of the newest run of one process' inserts
-    -- (src/index/redis/own_commits.rs)
-    local nk
-    if l == label then
-      nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws', 'wn')
-      own_run = nk
-    else
-      nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l')
+    local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l')
+    if l == label then own_counter = nk end
+    shapes[l] = nk[2]
+    if nk[2] and nk[3] ~= '0' then return {'layout', l} end
+    if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end -- expired since
+    local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1] or '0')
+    if from <= to and nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then
+      return {'replay'}
     end
-    if shapes then shapes[l] = nk[2] end
-    if nk[2] and (nk[3] ~= '0') ~= lists then return {'mode', l} end
-    -- The bucket expired since the gather (an article lagging by about a bucket):
-    -- gather again, which no longer sees it.
-    if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end
-    if (nk[1] or '') ~= counter then
-      -- Stored since the gather (which read this bucket's i: after its counter),
-      -- by a racing copy of this entry: its stored verdict is the answer.
-      local function stored()
-        return nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1
+    -- Far behind (a stalled worker): catching up is cheaper.
+    if inrange == '1' and to - from >= 256 then return {'retry', 'behind'} end
+    for chunk = math.floor(from / HANDLES_PER_CHUNK), inrange == '1' and math.floor(to / HANDLES_PER_CHUNK) or -1 do
+      local slots = {}
+      for x = math.max(from, chunk * HANDLES_PER_CHUNK), math.min(to, (chunk + 1) * HANDLES_PER_CHUNK - 1) do
+        slots[#slots + 1] = string.format('%d', x - chunk * HANDLES_PER_CHUNK)
       end
-      if inrange ~= '1' then
-        if stored() then return {'replay'} end
-      else
-        local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1])
-        -- Handles w0..n were all inserted by this process' commits, sent before
-        -- this one (ws < seq): the worker has tested them against this article,
-        -- the same tests as below, and vouches that none matters. wn = n: the
-        -- newest insert is the run's (a writer that keeps no marker, such as an
-        -- older version of this script, ends every run).
-        if vouched and l ~= label then
-          -- Another bucket's marker (rarely needed: read only now).
-          nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l', 'w', 'w0', 'ws', 'wn')
-        end
-        if vouched and nk[4] == token and nk[7] == nk[1] and lt(nk[6], seq) then
-          to = math.min(to, tonumber(nk[5]) - 1)
-        end
-        -- Only an article inserted since can hold the id: one HEXISTS, not a read
-        -- of every new article's meta.
-        if from <= to and stored() then return {'replay'} end
-        -- Far behind (a stalled worker): reading everything again is cheaper.
-        if to - from >= 256 then return {'retry', 'behind'} end
-        while from <= to do
-          local chunk = math.floor(from / 100)
-          local last = math.min(to, chunk * 100 + 99)
-          local handles = {}
-          for x = from, last do handles[#handles + 1] = string.format('%d', x - chunk * 100) end
-          local why = conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(handles)), full)
-          if why then return {'retry', why} end
-          from = last + 1
-        end
-      end
+      local why = #slots > 0 and conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(slots)), full)
+      if why then return {'retry', why} end
     end
   end
 end
-
--- Past its retention already (an old article): decide, but store nothing.
--- Only a bucket not found above can be: an existing one's keys, the n: hash
--- among them, expire at ARGV[7], in the retention's last second at the latest.
-local now_ms
-if not (own_run and own_run[2]) then
-  local t = redis.call('TIME')
-  now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if tonumber(ARGV[5]) + tonumber(ARGV[6]) <= now_ms then return {'expired'} end
-end
-
+local function now_ms() local t = redis.call('TIME'); return t[1] * 1000 + math.floor(t[2] / 1000) end
+-- Past its retention (an old article): decided, stored nowhere. A bucket
+-- found above has not expired: its keys expire at the retention's end.
+if not (own_counter and own_counter[2]) and tonumber(start) + tonumber(retention) <= now_ms() then return {'expired'} end
+-- The new handle: one past the counter validation read, or HINCRBY.
 local nkey = P .. 'n:' .. label
--- The new handle. Where validation read the counter (own_run), it is that
--- plus one, written below along with the run marker: one call fewer than
--- an HINCRBY here.
-local hn
-if own_run then
-  hn = (tonumber(own_run[1]) or 0) + 1
-else
-  hn = redis.call('HINCRBY', nkey, 'n', '1')
-end
-local fresh = hn == 1 -- a new bucket: every key written below is new
+local hn = own_counter and (tonumber(own_counter[1]) or 0) + 1 or redis.call('HINCRBY', nkey, 'n', '1')
 local h = string.format('%d', hn)
+if own_counter then redis.call('HSET', nkey, 'n', h) end
+local fresh = hn == 1
 if fresh then
-  -- Shape the bucket by the newest older bucket's size (or the configured
-  -- guess). Labels are fixed-width UTC times: they sort as the buckets do.
-  local articles, older = nil, nil
+  -- A new bucket, shaped by the newest older one's size (at most one bit smaller:
+  -- it may still be filling), or the configured guess. Labels sort as times.
+  k = nil
   for b = #live, 1, -1 do
     if live[b] < label then
       local nk = redis.call('HMGET', P .. 'n:' .. live[b], 'n', 'k')
-      articles, older = tonumber(nk[1] or ''), tonumber(nk[2] or '')
+      local articles, older = tonumber(nk[1] or ''), tonumber(nk[2] or '')
+      if articles then
+        k = 0
+        while k < MAX_SHAPE_BITS and articles > ARTICLES_PER_KEY * 2 ^ k do k = k + 1 end
+        if older and k < older - 1 then k = older - 1 end
+      end
       break
     end
   end
-  if articles then
-    k = 0
-    while k < 22 and articles > 128 * 2 ^ k do k = k + 1 end
-    -- At most one bit smaller than that bucket: it may still be filling (a
-    -- backfill, feeds out of time order), and a bucket shaped far too small
-    -- turns its hashes into hash tables (~3x the memory).
-    if older and k < older - 1 then k = older - 1 end
-  else
-    k = tonumber(ARGV[16])
-  end
-  -- r: how long the bucket's keys live after it starts (bucket length +
-  -- window): a process configured otherwise refuses to start (RedisIndex::connect).
-  redis.call('HSET', nkey, 'k', string.format('%d', k), 'r', ARGV[6])
-  if not lists then redis.call('HSET', nkey, 'l', '0') end
+  k = k or tonumber(default_shape)
+  -- r: retention, checked by every worker that connects; l = 0: this layout.
+  redis.call('HSET', nkey, 'k', string.format('%d', k), 'r', retention, 'l', '0')
   redis.call('EXPIREAT', nkey, expire_at)
-  redis.call('ZADD', KEYS[1], ARGV[5], label)
-  if not now_ms then
-    local t = redis.call('TIME')
-    now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', now_ms - tonumber(ARGV[6])))
-  if redis.call('TTL', KEYS[1]) < 0 then
-    redis.call('EXPIREAT', KEYS[1], expire_at)
-  else
-    redis.call('EXPIREAT', KEYS[1], expire_at, 'GT')
-  end
+  redis.call('ZADD', KEYS[1], start, label)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', now_ms() - tonumber(retention)))
+  redis.call('EXPIREAT', KEYS[1], expire_at, redis.call('TTL', KEYS[1]) < 0 and 'NX' or 'GT')
 end
-
--- The shape of an existing bucket the gather did not read (an article with an
--- empty fingerprint, a preload).
-if not k then k = tonumber(redis.call('HGET', nkey, 'k')) end
-
--- Extend this process' run of inserts, or start one (own_commits.rs). Where
--- validation read the counter, the new one is written here too.
-local counter = own_run and {'n', h} or {}
-if token ~= '' then
-  local w, ws = nil, nil
-  if own_run and not fresh then w, ws = own_run[4], own_run[6] end
-  if w ~= token then
-    redis.call('HSET', nkey, 'w', token, 'w0', h, 'ws', seq, 'wn', h, unpack(counter))
-  elseif lt(ws, seq) then
-    redis.call('HSET', nkey, 'ws', seq, 'wn', h, unpack(counter))
-  else
-    redis.call('HSET', nkey, 'wn', h, unpack(counter))
-  end
-else
-  if own_run then redis.call('HSET', nkey, unpack(counter)) end
-  -- An insert of no process' run (a preload) ends the run.
-  redis.call('HDEL', nkey, 'w')
-end
-
--- f:, m: (and d:) entries live in chunk hn / 100 under field hn % 100: cut
--- from h's digits.
-local chunk, slot = '0', h
-if hn >= 100 then
-  chunk, slot = string.sub(h, 1, -3), string.sub(h, -2)
-  if string.byte(slot) == 48 then slot = string.sub(slot, 2) end
-end
+k = k or tonumber(redis.call('HGET', nkey, 'k'))
+-- f: and m: entries live in chunk hn / 100 under field hn % 100.
+local chunk, slot = math.floor(hn / HANDLES_PER_CHUNK), string.format('%d', hn % HANDLES_PER_CHUNK)
 set_field(ids_key(P, label, k, idhash), id, simhex .. ':' .. h, expire_at)
-local fkey = P .. 'f:' .. label .. ':' .. chunk
-redis.call('HSET', fkey, slot, packed)
-local mkey = P .. 'm:' .. label .. ':' .. chunk
-redis.call('HSET', mkey, slot, meta)
-if fresh or slot == '0' then
-  redis.call('EXPIREAT', fkey, expire_at)
-  redis.call('EXPIREAT', mkey, expire_at)
+for _, family in ipairs({'f', 'm'}) do
+  local key = P .. family .. ':' .. label .. ':' .. chunk
+  redis.call('HSET', key, slot, family == 'f' and packed or meta)
+  if fresh or slot == '0' then redis.call('EXPIREAT', key, expire_at) end
 end
-
-if content ~= '' and lists then
-  if fresh or not known then
-    -- Names the worker could not give (a bucket opened here, or a preload).
-    hkey, hfield = P .. 'h:' .. label .. ':' .. top(simhex, k), field24(simhex)
-    ckey = P .. 'c:' .. label .. ':' .. top(content, k)
-    hval = redis.call('HGET', hkey, hfield) or ''
-    cval = redis.call('HGET', ckey, cfield) or ''
-    for s = 1, S do
-      skeys[s] = P .. 's:' .. label .. ':' .. low(sigs[s], k + 2)
-      sfields[s] = high(sigs[s], k + 2)
-      svals[s] = redis.call('HGET', skeys[s], sfields[s]) or ''
-    end
-  end
+for d = 1, indexed and 4 or 0 do
+  local bkey = block_key(P, label, k, d, string.sub(simhex, 4 * d - 3, 4 * d))
+  redis.call('SADD', bkey, simdec)
+  -- A set the view saw empty (or in a bucket it does not know) may be new.
+  if fresh or not known or string.byte(empty, d) == 49 then redis.call('EXPIREAT', bkey, expire_at) end
 end
-if content ~= '' then
-  -- Empty at the gather and unchanged since (validated): created just now.
-  local created = fresh or not known
-  local some = created or string.find(empty, '1', 1, true)
-  for d = 1, 4 do
-    local block = string.sub(simhex, 4 * d - 3, 4 * d)
-    local bkey = block_key(P, label, k, d, block)
-    redis.call('SADD', bkey, simdec)
-    if some and (created or string.byte(empty, d) == 49) then
-      redis.call('EXPIREAT', bkey, expire_at)
-    end
-  end
-end
-if content ~= '' and lists then
-  -- Append the handle to the lists read by the gather (unchanged since: the
-  -- value is known), unless the list already names 8 articles
-  -- (LISTED_PER_HASH in src/index/mod.rs): a hash that many articles of one
-  -- bucket share (a boilerplate line, a viral copy) would otherwise grow a
-  -- list every check through it fetches whole, and values over 64 bytes take
-  -- the hash out of the compact listpack encoding. Later articles are still
-  -- found through the first 8; they are just not listed themselves. An h:
-  -- field names a SimHash only by some of its bits (field24), so a full list
-  -- may name other SimHashes only; then this one is listed anyway (`force`,
-  -- the 5th flag: the worker saw no article with this SimHash in the bucket),
-  -- or an article with it would be found through no list at all.
-  local function append(key, field, old, force)
-    if old == '' then
-      set_field(key, field, h, expire_at)
-    elseif force or select(2, string.gsub(old, ' ', ' ')) < 7 then
-      set_field(key, field, old .. ' ' .. h, expire_at)
-    end
-  end
-  append(hkey, hfield, hval, string.sub(empty, 5, 5) == '1')
-  append(ckey, cfield, cval)
-  for s = 1, S do append(skeys[s], sfields[s], svals[s]) end
-end
-
--- Link a duplicate to its cluster's root, in the root's bucket (tried first
--- where the worker knows it: ARGV[15]). The d: hash gets the root bucket's
--- expiry when this creates it (set_field).
-if root ~= '' then
-  local hint = ARGV[15]
-  local l, _, _, rslot, rchunk = find_id(P, live, root, ARGV[14], hint ~= '' and hint or nil, shapes)
-  if l then
-    local dkey = P .. 'd:' .. l .. ':' .. string.format('%d', rchunk)
-    local field = string.format('%d', rslot)
-    local v2 = redis.call('HGET', dkey, field)
-    local link = label .. ':' .. h
-    if redis.call('HSET', dkey, field, v2 and (v2 .. ' ' .. link) or link, '', '') == 2 then
-      local lstart = redis.call('ZSCORE', KEYS[1], l)
-      redis.call('EXPIREAT', dkey, string.format('%d', math.ceil((tonumber(lstart) + tonumber(ARGV[6])) / 1000)))
-    end
+-- Link a duplicate to its cluster's root, in the root's bucket (the worker's
+-- hint first). A d: hash this creates gets the root bucket's expiry.
+local l, _, _, rslot, rchunk
+if root ~= '' then l, _, _, rslot, rchunk = find_id(P, live, root, root_hash, root_hint ~= '' and root_hint or nil, shapes) end
+if l then
+  local dkey, field = P .. 'd:' .. l .. ':' .. string.format('%d', rchunk), string.format('%d', rslot)
+  local old, link = redis.call('HGET', dkey, field), label .. ':' .. h
+  if redis.call('HSET', dkey, field, old and (old .. ' ' .. link) or link, '', '') == 2 then
+    local lstart = redis.call('ZSCORE', KEYS[1], l)
+    redis.call('EXPIREAT', dkey, string.format('%d', math.ceil((tonumber(lstart) + tonumber(retention)) / 1000)))
   end
 end
 return {'ok', h}

@@ -1,7 +1,6 @@
--- delete.lua: remove an article by id. Its handle stays in the block sets and
--- signature fields as a tombstone (reads skip it; it expires with its bucket):
--- what a check read only ever grows, which is what commit.lua's validation
--- relies on.
+-- delete.lua: remove an article by id. Its SimHash stays in the block sets
+-- (a set member may be shared; it expires with its bucket), its f: and m:
+-- entries are emptied, and the deletion log tells every worker's view.
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] article id.
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
@@ -10,9 +9,9 @@ local label, ikey, _, slot, chunk = find_id(P, labels, id, redis.sha1hex(id))
 if not label then return 0 end
 local start = redis.call('ZSCORE', KEYS[1], label)
 redis.call('HDEL', ikey, id)
--- Workers in replica mode (src/index/redis/replica.rs) hold a copy of every
--- live article: tell them, by an entry in the deletion log (a stream: they
--- read what came after the last entry they applied). Entries older than the
+-- Every worker's view (src/index/redis/view.rs) holds every live article:
+-- tell them by an entry in the deletion log (a stream: a view reads what came
+-- after the last entry it applied). Entries older than the
 -- retention concern expired buckets only: trimmed; the key expires with the
 -- newest bucket a deletion touched.
 local retain = tonumber(redis.call('HGET', P .. 'n:' .. label, 'r') or '0')
@@ -20,7 +19,7 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local log = P .. 'deleted'
 redis.call('XADD', log, 'MINID', '~', string.format('%d', now_ms - retain), '*',
-  'b', label, 'h', string.format('%d', chunk * 100 + slot))
+  'b', label, 'h', string.format('%d', chunk * HANDLES_PER_CHUNK + slot))
 local expire_at = string.format('%d', math.ceil((tonumber(start) + retain) / 1000))
 if redis.call('TTL', log) < 0 then
   redis.call('EXPIREAT', log, expire_at)

@@ -1,6 +1,7 @@
 -- prelude.lua: helpers shared by the index scripts. src/index/redis.rs puts
--- this text in front of each script that uses it when it loads the script, so
--- every script is still one EVALSHA.
+-- this text in front of each script when it loads the script, so every
+-- script is still one EVALSHA; in front of it, the constants the scripts
+-- share with Rust, written from Rust (lua_constants in src/keys.rs).
 
 -- printf formats of the hex key parts below, by digit count: a format built
 -- with `..` from a number would go through Lua's number-to-string conversion
@@ -8,39 +9,12 @@
 local HEX_DIGITS = {'%01x', '%02x', '%03x', '%04x', '%05x', '%06x'}
 
 -- The top `bits` (0-24) bits of a hash written in hex (at least 6 digits), as
--- ceil(bits / 4) hex digits, at least one: how the h:, c:, s: and i: hashes of
--- a bucket are split (src/keys.rs, top_bits_hex).
+-- ceil(bits / 4) hex digits, at least one: how the i: hashes of a bucket are
+-- split (src/keys.rs, top_bits_hex).
 local function top(hex, bits)
   if bits == 0 then return '0' end
   local v = math.floor(tonumber(string.sub(hex, 1, 6), 16) / 2 ^ (24 - bits))
   return string.format(HEX_DIGITS[math.floor((bits + 3) / 4)], v)
-end
-
--- The low `bits` (0-24) bits of a 32-bit hash written in hex (8 digits), as
--- ceil(bits / 4) hex digits, at least one: how the s: hashes of a bucket are
--- split (src/keys.rs, low_bits_hex; the indexed sketch hashes are the smallest
--- of their sketch, so their top bits are skewed and their low bits are not).
-local function low(hex, bits)
-  local v = tonumber(hex, 16) % 2 ^ bits
-  return string.format(HEX_DIGITS[math.max(1, math.floor((bits + 3) / 4))], v)
-end
-
--- The field naming a SimHash or content hash (16 hex) in an h: or c: hash:
--- its low 24 bits as a signed 24-bit decimal, which Redis stores in 4 bytes
--- (a whole 64-bit hash takes 9). The key holds the top bits, so two hashes
--- share a field only if they agree on both; lists are candidates, checked
--- against the packed fingerprints, so such a rare pair costs a candidate,
--- never a wrong verdict (src/keys.rs, list_field).
-local function field24(hex)
-  local v = tonumber(string.sub(hex, -6), 16)
-  if v >= 8388608 then v = v - 16777216 end
-  return string.format('%d', v)
-end
-
--- A 32-bit hash (8 hex) without its low `bits` bits, in decimal: its field in
--- the s: hash its low bits name (src/keys.rs, Keys::signature).
-local function high(hex, bits)
-  return string.format('%d', math.floor(tonumber(hex, 16) / 2 ^ bits))
 end
 
 -- The i: hash of bucket `label` (shape `bits`) that holds the article whose
@@ -75,7 +49,7 @@ local function find_id(P, labels, id, idhash, first, shapes)
       local v = redis.call('HGET', ikey, id)
       if v then
         local h = tonumber(string.sub(v, 18))
-        return label, ikey, v, h % 100, math.floor(h / 100)
+        return label, ikey, v, h % HANDLES_PER_CHUNK, math.floor(h / HANDLES_PER_CHUNK)
       end
     end
   end
@@ -83,8 +57,8 @@ local function find_id(P, labels, id, idhash, first, shapes)
 end
 
 -- HSET `field` = `value` in hash `key`, giving the key its expiry when this
--- call creates it. Every i:, h:, c:, s: and d: hash carries an empty field ""
--- (ids are never empty, the others are numbers), written along with each field:
+-- call creates it. Every i: and d: hash carries an empty field "" (ids are
+-- never empty, handles are numbers), written along with each field:
 -- HSET answers 2 (two new fields) only when the hash did not exist, so the
 -- EXPIREAT is sent once per key instead of once per write.
 local function set_field(key, field, value, expire_at)
@@ -95,10 +69,11 @@ end
 
 -- The block set of bucket `label` (shape `bits`) for block number `d` (1-4)
 -- with value `hex` (4 hex digits): shared by the four block positions in small
--- buckets, one per position from 15 shape bits (over 2 M articles) up, where
+-- buckets, one per position from POSITIONAL_BLOCK_BITS shape bits (over 2 M
+-- articles) up, where
 -- the extra keys cost little and a check reads 4x fewer members (src/keys.rs,
 -- Keys::block).
 local function block_key(P, label, bits, d, hex)
-  if bits >= 15 then return P .. 'b:' .. label .. ':' .. (d - 1) .. ':' .. hex end
+  if bits >= POSITIONAL_BLOCK_BITS then return P .. 'b:' .. label .. ':' .. (d - 1) .. ':' .. hex end
   return P .. 'b:' .. label .. ':' .. hex
 end

@@ -48,7 +48,7 @@ impl Keys {
     }
 
     /// STREAM of deleted articles (fields `b` = bucket label, `h` = handle),
-    /// so that workers in replica mode forget them; entries older than the
+    /// so that every worker's view forgets them; entries older than the
     /// retention are trimmed, and the key expires with the newest bucket a
     /// deletion touched.
     pub fn deletions(&self) -> String {
@@ -57,14 +57,15 @@ impl Keys {
 
     /// HASH of bucket `label`: field `n` = handle counter (HINCRBY), field `k` =
     /// the bucket's shape bits, `r` = its retention (ms after its start), `l` =
-    /// `0` when it keeps no lookup lists (written by workers in replica mode).
+    /// `0`, the key layout this version reads and writes (a bucket without it
+    /// was written with lookup lists, and is refused: `docs/operations.md`).
     pub fn counter(&self, label: &str) -> String {
         format!("{}n:{label}", self.prefix)
     }
 
     /// HASH article id → `<simhash 16 hex>:<handle>` (the card's id → SimHash),
     /// the part of bucket `label` holding `id`: split by the top `bits` bits of
-    /// [`id_hash`]`(id)` like the `h:`/`c:` hashes, so each stays a compact
+    /// [`id_hash`]`(id)`, so each stays a compact
     /// listpack (one hash of a million ids would be a hash table, ~90 bytes per
     /// entry more).
     pub fn ids(&self, label: &str, bits: u32, id: &str) -> String {
@@ -109,66 +110,6 @@ impl Keys {
             format!("{}b:{label}:{value:04x}", self.prefix)
         }
     }
-
-    /// (HASH key, field) listing the handles of the articles whose SimHash is
-    /// `simhash`: the key is named by its top `bits` bits, the field is its
-    /// [`list_field`] (low 24 bits).
-    pub fn simhashes(&self, label: &str, bits: u32, simhash: u64) -> (String, String) {
-        (
-            format!(
-                "{}h:{label}:{}",
-                self.prefix,
-                top_bits_hex(simhash, 64, bits)
-            ),
-            list_field(simhash),
-        )
-    }
-
-    /// (HASH key, field) listing the handles of the articles with content hash
-    /// `hash`, named like [`Keys::simhashes`].
-    pub fn content(&self, label: &str, bits: u32, hash: u64) -> (String, String) {
-        (
-            format!("{}c:{label}:{}", self.prefix, top_bits_hex(hash, 64, bits)),
-            list_field(hash),
-        )
-    }
-
-    /// (HASH key, field) listing the handles of the articles indexed under sketch
-    /// hash `hash` (one of their `lookup_signatures` smallest).
-    ///
-    /// Split by the hash's *low* bits, unlike the other families: the indexed
-    /// hashes are the smallest of each article's sketch (a bottom-k sample), so
-    /// their top bits are mostly zeros (on the zh corpus a third of them fall in
-    /// the lowest 1/16 of the range) and keys named by them would be ~5× fuller
-    /// than average at the low end, where most lookups go: ~5× longer listpack
-    /// scans per `HGET`. Their low bits are uniform.
-    ///
-    /// The field is the rest of the hash, its bits above those that name the
-    /// key (a small number, which Redis stores in 2–4 bytes instead of 5–9).
-    pub fn signature(&self, label: &str, bits: u32, hash: u32) -> (String, String) {
-        let low = bits + SIGNATURE_EXTRA_BITS;
-        (
-            format!(
-                "{}s:{label}:{}",
-                self.prefix,
-                low_bits_hex(u64::from(hash), low)
-            ),
-            (u64::from(hash) >> low).to_string(),
-        )
-    }
-}
-
-/// The field naming a SimHash or content hash in its `h:`/`c:` hash: the low 24
-/// bits as a signed 24-bit decimal (`-8388608 ..= 8388607`), which Redis keeps
-/// as a 4-byte listpack integer where the whole 64-bit hash takes 9. The key
-/// is named by the top bits, so two hashes share a field only if they agree on
-/// both (in about one key in 2,000); a list names candidates, which are
-/// compared by their packed fingerprints, so such a pair costs a candidate,
-/// never a wrong verdict. `lua/prelude.lua`'s `field24` computes the same.
-pub fn list_field(hash: u64) -> String {
-    let low = (hash & 0xff_ffff) as i64;
-    let signed = if low >= 1 << 23 { low - (1 << 24) } else { low };
-    signed.to_string()
 }
 
 /// The field of `handle` in its `f:`/`m:`/`d:` chunk: its last two decimal
@@ -183,9 +124,8 @@ pub fn slot(handle: u64) -> u64 {
 /// a person can find a handle's hash by dropping its last two digits.
 pub const HANDLES_PER_CHUNK: u64 = 100;
 
-/// Articles per `i:`/`h:`/`c:` key a bucket's shape aims at (and per `s:` key,
-/// which gets [`SIGNATURE_EXTRA_BITS`] more bits for its 4 entries per
-/// article); a key holds between half and all of it. Each key costs Redis
+/// Articles per `i:` key a bucket's shape aims at; a key holds between half
+/// and all of it. Each key costs Redis
 /// ≈ 130 bytes of its own (dict entries, name, expiry), so fewer, fuller keys
 /// save memory (128 instead of 48: ≈ 17 B per article at 1 M), while a lookup scans the
 /// listpack linearly, so longer ones cost a little CPU per `HGET`. Well under
@@ -198,16 +138,25 @@ pub const ARTICLES_PER_KEY: u64 = 128;
 /// `128 · 2^14`) have one block set per block position, see [`Keys::block`].
 pub const POSITIONAL_BLOCK_BITS: u32 = 15;
 
-/// `s:` keys are split `2^SIGNATURE_EXTRA_BITS` times finer than `h:`/`c:` keys.
-pub const SIGNATURE_EXTRA_BITS: u32 = 2;
-
-/// Largest shape (so that `s:` keys use at most 24 bits: the Lua scripts
-/// compute top bits from the first 6 hex digits).
+/// Largest shape (at most 24 bits: the Lua scripts compute top bits from the
+/// first 6 hex digits of a hash).
 pub const MAX_SHAPE_BITS: u32 = 22;
 
-/// The shape of a bucket expected to hold `articles`: `h:`/`c:` keys are split
-/// by the top `bits` bits of the hash, `s:` keys by `bits + 2`, so that each
-/// holds about [`ARTICLES_PER_KEY`] entries (between half and all of it).
+/// The constants the Lua scripts share with this module, as Lua source: the
+/// index scripts are loaded with this text in front of them
+/// (`src/index/redis.rs`), so no number is written twice.
+pub fn lua_constants() -> String {
+    format!(
+        "local HANDLES_PER_CHUNK = {HANDLES_PER_CHUNK}\n\
+         local ARTICLES_PER_KEY = {ARTICLES_PER_KEY}\n\
+         local POSITIONAL_BLOCK_BITS = {POSITIONAL_BLOCK_BITS}\n\
+         local MAX_SHAPE_BITS = {MAX_SHAPE_BITS}\n"
+    )
+}
+
+/// The shape of a bucket expected to hold `articles`: `i:` keys are split by
+/// the top `bits` bits of the id's hash, so that each holds about
+/// [`ARTICLES_PER_KEY`] entries (between half and all of it).
 /// `lua/commit.lua` computes the same when it opens a bucket.
 pub fn shape_bits(articles: u64) -> u32 {
     let per_key = articles.div_ceil(ARTICLES_PER_KEY).max(1);
@@ -239,18 +188,6 @@ pub fn top_bits_hex(value: u64, width: u32, bits: u32) -> String {
     };
     let digits = bits.div_ceil(4).max(1) as usize;
     format!("{top:0digits$x}")
-}
-
-/// The low `bits` bits of a value in hex, zero-padded to `ceil(bits / 4)`
-/// digits (at least one).
-pub fn low_bits_hex(value: u64, bits: u32) -> String {
-    let low = if bits >= 64 {
-        value
-    } else {
-        value & ((1u64 << bits) - 1)
-    };
-    let digits = bits.div_ceil(4).max(1) as usize;
-    format!("{low:0digits$x}")
 }
 
 /// The label of the time bucket starting at `start_ms` (unix ms, UTC):
@@ -358,22 +295,6 @@ mod tests {
         assert_eq!((slot(12_345), slot(99), slot(100)), (45, 99, 0));
         assert_eq!(k.block("L", 14, 2, 0xab), "simdedup:{news}:b:L:00ab");
         assert_eq!(k.block("L", 15, 2, 0xab), "simdedup:{news}:b:L:2:00ab");
-        assert_eq!(
-            k.simhashes("L", 13, 0x0123_4567_89ab_cdef),
-            (
-                "simdedup:{news}:h:L:0024".into(),
-                // The low 24 bits, 0xabcdef, as a signed 24-bit number.
-                (0xab_cdef - (1 << 24)).to_string()
-            )
-        );
-        assert_eq!(
-            k.content("L", 0, u64::MAX),
-            ("simdedup:{news}:c:L:0".into(), "-1".into())
-        );
-        assert_eq!(
-            k.signature("L", 6, 0xaaaa_bbbb),
-            ("simdedup:{news}:s:L:bb".into(), 0xaa_aabb.to_string())
-        );
     }
 
     #[test]
@@ -390,6 +311,14 @@ mod tests {
         assert_eq!(top_bits_hex(0xfedc_ba98_7654_3210, 64, 13), "1fdb");
         assert_eq!(top_bits_hex(0xfedc_ba98, 32, 8), "fe");
         assert_eq!(top_bits_hex(0xfedc_ba98, 32, 0), "0");
+    }
+
+    #[test]
+    fn lua_gets_the_constants_from_here() {
+        let lua = lua_constants();
+        assert!(lua.contains("local HANDLES_PER_CHUNK = 100\n"), "{lua}");
+        assert!(lua.contains("local POSITIONAL_BLOCK_BITS = 15\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 4);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 /// mimalloc instead of the system allocator: the worker's per-article work
 /// (tokenizing, candidates, Redis replies) is many small allocations, and
-/// glibc's malloc and free were a quarter of a replica-mode check's CPU
+/// glibc's malloc and free were a quarter of a check's CPU
 /// (`perf`, docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -140,9 +140,6 @@ struct WorkerArgs {
     /// earlier ones it could meet (1-256; default 16; 1: one at a time).
     #[arg(long, value_name = "N")]
     pipeline: Option<usize>,
-    /// Checks of a batch read ahead of their turn when --pipeline is 1 (0: off; default 8).
-    #[arg(long, value_name = "N")]
-    read_ahead: Option<usize>,
     /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux; default 10).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=19))]
     fingerprint_nice: Option<u8>,
@@ -199,11 +196,6 @@ struct BenchArgs {
     /// rewrites (docs/benchmarks.md, "Leaner profiles").
     #[arg(long, value_name = "N")]
     lookup_signatures: Option<usize>,
-    /// Run the index (the bench's checks and the workers) in replica mode (the
-    /// `replica` setting): each process holds a copy of the articles and Redis
-    /// only reports what is new and commits.
-    #[arg(long)]
-    replica: bool,
     /// Articles per end-to-end run (default 20000; --quick: 5000; with --corpus,
     /// at most the corpus). Every run sends the same articles; on a filled
     /// index they are deleted after each run, so every run meets the same index.
@@ -242,9 +234,6 @@ struct BenchArgs {
     /// Passed to the workers (their default otherwise).
     #[arg(long, value_name = "N")]
     pipeline: Option<usize>,
-    /// Passed to the workers (their default otherwise).
-    #[arg(long, value_name = "N")]
-    read_ahead: Option<usize>,
     /// Give up on an end-to-end run after this many seconds.
     #[arg(long, default_value_t = 900, value_name = "SECONDS")]
     e2e_timeout: u64,
@@ -633,9 +622,6 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
     if let Some(v) = args.pipeline {
         w.pipeline = v;
     }
-    if let Some(v) = args.read_ahead {
-        w.read_ahead = v;
-    }
     if let Some(v) = args.fingerprint_nice {
         w.fingerprint_nice = v;
     }
@@ -828,11 +814,9 @@ fn run_bench(args: BenchArgs) -> Result<()> {
     o.batch_size = args.batch_size;
     o.max_in_flight = args.max_in_flight;
     o.pipeline = args.pipeline;
-    o.read_ahead = args.read_ahead;
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
     o.bucket_hours = args.bucket_hours;
     o.lookup_signatures = args.lookup_signatures;
-    o.replica = args.replica;
     o.progress = !args.no_progress;
     o.command_line = std::iter::once("simdedup".to_owned())
         .chain(std::env::args().skip(1).map(|a| {

@@ -61,12 +61,6 @@ pub struct Settings {
     /// articles (48 h: ≈ 20 % more memory). Every process of a namespace must
     /// use the same value (the index refuses to start otherwise).
     pub bucket_hours: Option<u32>,
-    /// Redis index: keep a copy of every live article in the worker and find
-    /// candidates there (replica mode), so a check costs Redis a few reads and
-    /// the commit instead of ~40 reads; ≈ 350 bytes of worker memory per live
-    /// article, and a worker loads the whole window when it starts. Every
-    /// process of a namespace must use the same value (refused otherwise).
-    pub replica: bool,
     pub worker: WorkerConfig,
 }
 
@@ -82,7 +76,6 @@ impl Default for Settings {
             index: IndexKind::Redis,
             allow_eviction: false,
             bucket_hours: None,
-            replica: false,
             worker: WorkerConfig::default(),
         }
     }
@@ -329,11 +322,6 @@ mod tests {
             |s, n| s.worker.pipeline = n,
             &[(0, false), (1, true), (16, true), (256, true), (257, false)],
             "but it is 1 (one index call at a time) to 256",
-        );
-        check_range(
-            |s, n| s.worker.read_ahead = n,
-            &[(0, true), (8, true), (256, true), (257, false)],
-            "worker.read_ahead is at most 256",
         );
         check_range(
             |s, n| s.worker.fingerprint_nice = n as u8,

@@ -9,8 +9,8 @@ mod support;
 use std::collections::{BTreeSet, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use conformance::{config, entry, fp, sketch, S};
-use simdedup::index::{Index, IndexError, RedisIndex, RedisIndexOptions, Verdict};
+use conformance::{config, entry, flip, fp, sketch, S};
+use simdedup::index::{Index, IndexEntry, IndexError, RedisIndex, RedisIndexOptions, Verdict};
 use support::{RedisCluster, RedisServer};
 
 async fn connect(url: &str, ns: &str) -> RedisIndex {
@@ -62,58 +62,6 @@ mod positional_block_sets {
     conformance_cases!(run_large);
 }
 
-/// Options of a worker in replica mode (a copy of the articles in the process).
-fn replica() -> RedisIndexOptions {
-    RedisIndexOptions {
-        replica: true,
-        ..RedisIndexOptions::default()
-    }
-}
-
-/// The whole conformance suite again in replica mode, on small and on large
-/// buckets.
-mod replica_mode {
-    use super::*;
-
-    macro_rules! run_replica {
-        ($case:ident) => {
-            #[tokio::test]
-            async fn $case() {
-                let server = RedisServer::start();
-                let idx = RedisIndex::connect(&server.url(), "conf", config(), replica())
-                    .await
-                    .expect("connect to the test redis-server");
-                crate::conformance::$case(&idx).await;
-            }
-        };
-    }
-
-    conformance_cases!(run_replica);
-
-    mod positional_block_sets {
-        use super::*;
-
-        macro_rules! run_replica_large {
-            ($case:ident) => {
-                #[tokio::test]
-                async fn $case() {
-                    let server = RedisServer::start();
-                    let options = RedisIndexOptions {
-                        replica: true,
-                        ..large_buckets()
-                    };
-                    let idx = RedisIndex::connect(&server.url(), "conf", config(), options)
-                        .await
-                        .expect("connect to the test redis-server");
-                    crate::conformance::$case(&idx).await;
-                }
-            };
-        }
-
-        conformance_cases!(run_replica_large);
-    }
-}
-
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -160,7 +108,7 @@ async fn every_key_carries_a_ttl_within_window_plus_bucket() {
         .collect();
     assert_eq!(
         families,
-        ["b", "buckets", "c", "d", "deleted", "f", "h", "i", "m", "n", "s"]
+        ["b", "buckets", "d", "deleted", "f", "i", "m", "n"]
             .into_iter()
             .collect()
     );
@@ -249,50 +197,6 @@ async fn a_new_bucket_is_at_most_one_shape_bit_smaller() {
     assert_eq!(shape(&idx_label(&idx, t)), "11");
 }
 
-/// An `h:` field names SimHashes by the key's top bits and their low 24 bits
-/// only (`keys::list_field`), so a list full of other SimHashes must still list
-/// an article, or its near-duplicates would find it through no list.
-#[tokio::test]
-async fn a_full_simhash_list_of_other_simhashes_still_lists_an_article() {
-    let server = RedisServer::start();
-    let idx = connect(&server.url(), "hfull").await;
-    let t = now_ms();
-    // Same top 12 bits (the first bucket's shape) and low 24 bits, 28 bits apart.
-    let other = 0xaaa0_0000_00ab_cdef_u64;
-    let mine = 0xaaaf_ffff_ffab_cdef_u64;
-    assert_eq!(
-        idx.keys().simhashes("L", 12, other),
-        idx.keys().simhashes("L", 12, mine)
-    );
-    for i in 0..8 {
-        let e = entry(
-            &format!("other-{i}"),
-            t,
-            fp(other, 100 + i, &sketch(100 + i, 12)),
-        );
-        idx.check_and_insert(&e).await.unwrap();
-    }
-    let a = entry("a", t, fp(mine, 1, &sketch(1, 12)));
-    assert_eq!(
-        idx.check_and_insert(&a).await.unwrap().verdict,
-        Verdict::Unique
-    );
-    assert_eq!(
-        redis::cmd("HGET")
-            .arg(idx.keys().counter(&idx_label(&idx, t)))
-            .arg("k")
-            .query::<String>(&mut server.connection())
-            .unwrap(),
-        "12"
-    );
-    // One bit from `a`, nothing else in common: found through the h: list only.
-    let b = entry("b", t, fp(mine ^ 1, 2, &sketch(2, 12)));
-    assert!(matches!(
-        idx.check_and_insert(&b).await.unwrap().verdict,
-        Verdict::Duplicate(d) if d.dup_of == "a"
-    ));
-}
-
 /// EVALSHA calls (commit scripts) Redis ran since the last `CONFIG RESETSTAT`.
 fn commits_run(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
@@ -304,12 +208,15 @@ fn commits_run(conn: &mut redis::Connection) -> u64 {
 
 /// An article that shares only a boilerplate sketch hash with a check — a hash
 /// whose list already names 8 articles, so it is never appended to — changes
-/// nothing the check read: its commit goes through the first time. The same
-/// insert through a list that was not full makes the check read again.
+/// nothing the check found: its commit goes through the first time. The same
+/// insert through a list that was not full makes the check catch up and
+/// decide again. The insert comes from another process, after the view the
+/// check decides on.
 #[tokio::test]
 async fn an_insert_through_a_full_list_is_no_conflict() {
     let server = RedisServer::start();
     let idx = connect(&server.url(), "fulllist").await;
+    let other = connect(&server.url(), "fulllist").await;
     let mut conn = server.connection();
     let t = now_ms();
     // Sketches: one small (so indexed) shared hash, and 11 of the article's own.
@@ -343,22 +250,22 @@ async fn an_insert_through_a_full_list_is_no_conflict() {
     ] {
         let s = u64::from(shared);
         let b = entry(&format!("b-{s}"), t, fp(b_hash, s, &with(shared, s)));
-        let ahead = idx.read_ahead(&b).await.unwrap();
-        // Stored after b's read: shares the hash, no block, no content.
+        idx.sync().await.unwrap();
+        // Stored after b's view: shares the hash, no block, no content.
         let a = entry(
             &format!("a-{s}"),
             t,
             fp(a_hash, 50 + s, &with(shared, 50 + s)),
         );
         assert_eq!(
-            idx.check_and_insert(&a).await.unwrap().verdict,
+            other.check_and_insert(&a).await.unwrap().verdict,
             Verdict::Unique
         );
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query(&mut conn)
             .unwrap();
-        let out = idx.check_and_insert_after(&b, ahead).await.unwrap();
+        let out = idx.check_and_insert_on_the_view_as_is(&b).await.unwrap();
         assert_eq!(out.verdict, Verdict::Unique, "one shared hash of twelve");
         let expected = if full { 1 } else { 2 };
         assert_eq!(
@@ -367,6 +274,83 @@ async fn an_insert_through_a_full_list_is_no_conflict() {
             "list of hash {shared} full: {full}"
         );
     }
+}
+
+/// A view that is behind Redis (another process stored articles since) still
+/// gives the verdict a check made now would give: through each signal, for
+/// an id stored in between, and the same as a plain check when nothing was
+/// stored since. The commit finds what was stored since and sends the check
+/// back to catch up.
+#[tokio::test]
+async fn a_stale_view_gives_the_verdict_of_now() {
+    let server = RedisServer::start();
+    let (idx, other) = (
+        connect(&server.url(), "stale").await,
+        connect(&server.url(), "stale").await,
+    );
+    let t = conformance::base();
+    let as_is = |e: IndexEntry| {
+        let idx = idx.clone();
+        async move { idx.check_and_insert_on_the_view_as_is(&e).await.unwrap() }
+    };
+    // Something stored first, so that the bucket exists in the view: only
+    // what was stored since can then make it stale.
+    idx.check_and_insert(&entry("seed", t - 1, fp(0x0123_4567_89ab_cdef, 99, &[])))
+        .await
+        .unwrap();
+    idx.sync().await.unwrap();
+    let sketch_a = sketch(1, 12);
+    // 12 bits apart, 3 in each block (as `flip(12)` from `S`): no block shared.
+    let (t_orig, t_copy) = (0x5a5a_3c3c_a5a5_c3c3, 0x5a5a_3c3c_a5a5_c3c3 ^ S ^ flip(12));
+    let copies = [
+        entry("exact", t + 10, fp(!S, 7, &[])),
+        entry("near", t + 11, fp(flip(3), 8, &[])),
+        entry("sentence", t + 12, fp(t_copy, 9, &sketch_a)),
+        entry("twice", t + 13, fp(0x1234_5678_9abc_def0, 10, &[])),
+    ];
+    // Stored by the other process, after idx's view.
+    for e in [
+        entry("o-exact", t, fp(S ^ 0xff00_ff00, 7, &[])),
+        entry("o-near", t + 1, fp(S, 1, &[])),
+        entry("o-sentence", t + 2, fp(t_orig, 2, &sketch_a)),
+    ] {
+        other.check_and_insert(&e).await.unwrap();
+    }
+    // Stored in between under the id checked: a replay.
+    let twice = other.check_and_insert(&copies[3]).await.unwrap();
+    assert_eq!((twice.verdict, twice.replayed), (Verdict::Unique, false));
+    let dup = |root: &str, distance, signal| {
+        Verdict::Duplicate(simdedup::index::Duplicate {
+            dup_of: root.into(),
+            matched: root.into(),
+            distance,
+            signal,
+        })
+    };
+    use simdedup::decision::Signal;
+    assert_eq!(
+        as_is(copies[0].clone()).await.verdict,
+        dup("o-exact", 64 - 16, Signal::Exact)
+    );
+    assert_eq!(
+        as_is(copies[1].clone()).await.verdict,
+        dup("o-near", 3, Signal::Simhash)
+    );
+    assert_eq!(
+        as_is(copies[2].clone()).await.verdict,
+        dup("o-sentence", 12, Signal::Sentence)
+    );
+    let replay = as_is(copies[3].clone()).await;
+    assert!(replay.replayed, "{replay:?}");
+    assert_eq!(replay.verdict, Verdict::Unique);
+    // Nothing stored since: the same as a plain check, and then a replay.
+    let fresh = entry("fresh", t + 20, fp(0x5555_aaaa_3333_cccc, 11, &[]));
+    assert_eq!(as_is(fresh.clone()).await.verdict, Verdict::Unique);
+    let again = as_is(fresh).await;
+    assert!(
+        again.replayed && again.verdict == Verdict::Unique,
+        "{again:?}"
+    );
 }
 
 #[tokio::test]
@@ -439,16 +423,11 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.counter(&label), "r"])),
         (72 * 3_600_000).to_string()
     );
-    // The run of handles 1-2, both written by this process (its token: 16
-    // hex), the later commit's sequence number the highest, 2 the newest.
+    // And the key layout it was written with: l = 0.
     let fields: Vec<String> =
         redis::from_redis_value(q(&mut c, &["HKEYS", &k.counter(&label)])).unwrap();
-    assert_eq!(fields, ["n", "k", "r", "w", "w0", "ws", "wn"]);
-    let token = s(q(&mut c, &["HGET", &k.counter(&label), "w"]));
-    assert!(token.len() == 16 && token.bytes().all(|b| b.is_ascii_hexdigit()));
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "w0"])), "1");
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "ws"])), "2");
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "wn"])), "2");
+    assert_eq!(fields, ["n", "k", "r", "l"]);
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "0");
     // Block sets hold SimHashes as signed decimals.
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 0, 0x0123)])).unwrap();
@@ -460,17 +439,6 @@ async fn key_layout_is_the_documented_one() {
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 3, 0xcdef)])).unwrap();
     assert_eq!(members, vec!["81985529216486895"]);
-    // A member to its handles (one HGET), handles to ids and verdicts.
-    let (hk, hf) = k.simhashes(&label, 12, 0x0123_4567_89ab_cdef);
-    assert_eq!(
-        (hk.as_str(), hf.as_str()),
-        (
-            format!("simdedup:{{news}}:h:{label}:012").as_str(),
-            // The low 24 bits, 0xabcdef, as a signed 24-bit number.
-            "-5517841"
-        )
-    );
-    assert_eq!(s(q(&mut c, &["HGET", &hk, &hf])), "1");
     let offset = t - idx.bucket_start(t);
     assert_eq!(
         s(q(&mut c, &["HGET", &k.metas(&label, 1), "1"])),
@@ -480,22 +448,6 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.metas(&label, 2), "2"])),
         format!("{offset}|40|d|1|h|9|article-1article-2")
     );
-    let (ck, cf) = k.content(&label, 12, 0xfeed);
-    assert_eq!(
-        (ck.as_str(), cf.as_str()),
-        (format!("simdedup:{{news}}:c:{label}:000").as_str(), "65261")
-    );
-    assert_eq!(s(q(&mut c, &["HGET", &ck, &cf])), "1");
-    let (sk, sf) = k.signature(&label, 12, 0xaaaa_bbbb);
-    assert_eq!(
-        (sk.as_str(), sf.as_str()),
-        (
-            // Named by the low 14 bits, 0x3bbb; the field is the rest.
-            format!("simdedup:{{news}}:s:{label}:3bbb").as_str(),
-            "174762"
-        )
-    );
-    assert_eq!(s(q(&mut c, &["HGET", &sk, &sf])), "1");
     assert_eq!(
         s(q(&mut c, &["HGET", &k.links(&label, 1), "1"])),
         format!("{label}:2")
@@ -523,229 +475,35 @@ async fn racing_near_duplicates_keep_one_per_group_with_positional_block_sets() 
     race_near_duplicate_groups(large_buckets(), 4).await;
 }
 
+/// Every copy through one process: its checks decide from one view while the
+/// others' commits are in flight, so near-duplicates are kept apart only by
+/// each commit's validation of what was stored since.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_near_duplicates_keep_one_per_group_in_replica_mode() {
-    race_near_duplicate_groups(replica(), 4).await;
+async fn racing_near_duplicates_in_one_process_keep_one_per_group() {
+    race_near_duplicate_groups(RedisIndexOptions::default(), 1).await;
 }
 
-/// Replica mode, every copy through one process: its checks decide from one
-/// copy while the others' commits are in flight, so near-duplicates are kept
-/// apart only by each commit's validation of what was stored since.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_near_duplicates_in_one_process_keep_one_per_group_in_replica_mode() {
-    race_near_duplicate_groups(replica(), 1).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_near_duplicates_keep_one_per_group_in_replica_mode_on_large_buckets() {
-    race_near_duplicate_groups(
-        RedisIndexOptions {
-            replica: true,
-            ..large_buckets()
-        },
-        4,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn commits_read_back_only_what_other_processes_inserted() {
-    read_back_only_what_other_processes_inserted(RedisIndexOptions::default()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn replica_commits_read_back_only_what_other_processes_inserted() {
-    read_back_only_what_other_processes_inserted(replica()).await;
-}
-
-/// An insert by a writer that keeps no run marker (an older version of
-/// commit.lua, during a rolling upgrade; here the test itself) ends the run
-/// of the process' own inserts: the next commit reads it back and finds the
-/// conflict, instead of skipping it as its own.
+/// What one process stores and deletes, another process' view learns (the
+/// new handles' entries, the deletion log); every key expires.
 #[tokio::test]
-async fn an_insert_without_the_run_marker_is_read_back() {
+async fn views_follow_each_other() {
     let server = RedisServer::start();
-    let idx = connect(&server.url(), "marker").await;
-    let mut conn = server.connection();
-    let t = now_ms();
-    let first = entry("first", t, fp(0x1111_2222_3333_4444, 1, &sketch(1, 12)));
-    idx.check_and_insert(&first).await.unwrap();
-    let b = entry("b", t, fp(0x5555_6666_7777_8888, 2, &sketch(2, 12)));
-    let ahead = idx.read_ahead(&b).await.unwrap();
-    // Handle 2, written as an older commit.lua would: counter and packed
-    // fingerprint, no marker. It shares a block with b (and is in no block
-    // set, so b's gathers never see it: only the commit's read-back does).
-    let (label, _) = idx.locate("first").await.unwrap().unwrap();
-    let k = idx.keys();
-    let other = fp(0x5555_0000_0000_0000, 3, &sketch(3, 12));
-    let _: i64 = redis::cmd("HINCRBY")
-        .arg(k.counter(&label))
-        .arg("n")
-        .arg(1)
-        .query(&mut conn)
-        .unwrap();
-    let _: i64 = redis::cmd("HSET")
-        .arg(k.fingerprints(&label, 2))
-        .arg("2")
-        .arg(simdedup::index::redis::encode_fingerprint(&other))
-        .query(&mut conn)
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut conn)
-        .unwrap();
-    let out = idx.check_and_insert_after(&b, ahead).await.unwrap();
-    assert_eq!(out.verdict, Verdict::Unique);
-    assert_eq!(
-        commits_run(&mut conn),
-        2,
-        "the first commit read handle 2 back, found the shared block and retried"
-    );
-}
-
-/// A commit does not read back the articles its own process' checks inserted
-/// while it was in flight (the process tested them itself and vouches for
-/// them: src/index/redis/own_commits.rs); those another process inserted
-/// meanwhile it still reads. Counted on `MONITOR`: the `HMGET`s of `f:` keys
-/// that commit.lua sends.
-async fn read_back_only_what_other_processes_inserted(options: RedisIndexOptions) {
-    let server = RedisServer::start();
-    let mut conn = server.connection();
-    let mut processes = Vec::new();
-    for _ in 0..2 {
-        let idx = RedisIndex::connect(&server.url(), "vouch", config(), options.clone())
-            .await
-            .expect("connect to the test redis-server");
-        idx.sync().await.unwrap();
-        processes.push(idx);
-    }
-    let t = now_ms();
-    // The bucket exists before the checks start: a check whose copy lacks it
-    // is sent back, and checks that must sync take turns, in no race at all.
-    let first = entry(
-        "first",
-        t,
-        fp(0x0123_4567_89ab_cdef, 1 << 40, &sketch(1 << 20, 12)),
-    );
-    processes[0].check_and_insert(&first).await.unwrap();
-    for idx in &processes {
-        idx.sync().await.unwrap();
-    }
-    let mut monitor = Monitor::start(&server);
-    let phase = |name: &str, processes: &[RedisIndex], first: u64| {
-        // 16 checks in flight per process, as a worker keeps them.
-        let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(16 * processes.len()));
-        let tasks: Vec<_> = (first..first + 96)
-            .map(|i| {
-                let idx = processes[i as usize % processes.len()].clone();
-                // Unrelated articles: no block, content or sketch hash in common
-                // (a random pair shares a 16-bit block once in ~4,000).
-                let mut z = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                let e = entry(
-                    &format!("{name}-{i}"),
-                    t,
-                    fp(z ^ (z >> 31), i, &sketch(i + 1, 12)),
-                );
-                let in_flight = in_flight.clone();
-                tokio::spawn(async move {
-                    let _turn = in_flight.acquire().await.unwrap();
-                    idx.check_and_insert(&e).await.unwrap()
-                })
-            })
-            .collect();
-        let name = name.to_owned();
-        async move {
-            for task in tasks {
-                assert_eq!(task.await.unwrap().verdict, Verdict::Unique);
-            }
-            name
-        }
-    };
-    let one = phase("one", &processes[..1], 0).await;
-    let read_back_alone = monitor.lua_reads_until(&mut conn, &one, ":f:");
-    let two = phase("two", &processes, 1000).await;
-    let read_back_between_two = monitor.lua_reads_until(&mut conn, &two, ":f:");
-    assert!(
-        read_back_alone <= 96 / 4,
-        "one process: {read_back_alone} reads of its own inserts in 96 commits"
-    );
-    assert!(
-        read_back_between_two > 0,
-        "two processes taking turns read back each other's inserts"
-    );
-}
-
-/// The commands a server receives, read from a `MONITOR` connection.
-struct Monitor {
-    lines: std::io::BufReader<std::net::TcpStream>,
-}
-
-impl Monitor {
-    fn start(server: &RedisServer) -> Monitor {
-        use std::io::{BufRead, Write};
-        let addr = server.url().trim_start_matches("redis://").to_owned();
-        let mut stream = std::net::TcpStream::connect(addr.trim_end_matches('/')).unwrap();
-        stream.write_all(b"MONITOR\r\n").unwrap();
-        let mut lines = std::io::BufReader::new(stream);
-        let mut ok = String::new();
-        lines.read_line(&mut ok).unwrap();
-        assert_eq!(ok.trim_end(), "+OK");
-        Monitor { lines }
-    }
-
-    /// `HMGET`s sent by scripts of keys containing `key_part`, from the last
-    /// call up to an `ECHO marker` sent now.
-    fn lua_reads_until(
-        &mut self,
-        conn: &mut redis::Connection,
-        marker: &str,
-        key_part: &str,
-    ) -> usize {
-        use std::io::BufRead;
-        let _: String = redis::cmd("ECHO").arg(marker).query(conn).unwrap();
-        let echo = format!("\"ECHO\" \"{marker}\"");
-        let mut n = 0;
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.lines.read_line(&mut line).unwrap() > 0,
-                "MONITOR closed"
-            );
-            if line.contains(&echo) {
-                return n;
-            }
-            if line.contains("lua]") && line.contains("\"HMGET\"") && line.contains(key_part) {
-                n += 1;
-            }
-        }
-    }
-}
-
-/// Replica mode: what one process stores and deletes, another process' copy
-/// learns (the new handles' entries, the deletion log); buckets keep no lookup
-/// lists, every key still expires, and a worker of the other mode is refused.
-#[tokio::test]
-async fn replicas_follow_each_other_and_refuse_the_other_mode() {
-    let server = RedisServer::start();
-    let open = |options: RedisIndexOptions| {
+    let open = |()| {
         let url = server.url();
         async move {
-            RedisIndex::connect(&url, "rep", config(), options)
+            RedisIndex::connect(&url, "rep", config(), RedisIndexOptions::default())
                 .await
                 .expect("connect to the test redis-server")
         }
     };
-    let (a, b) = (open(replica()).await, open(replica()).await);
+    let (a, b) = (open(()).await, open(()).await);
     let t = now_ms();
     let original = entry("orig", t, fp(S, 1, &sketch(1, 12)));
     assert_eq!(
         a.check_and_insert(&original).await.unwrap().verdict,
         Verdict::Unique
     );
-    // b has never seen it: its copy learns it at its check.
+    // b has never seen it: its view learns it at its check.
     let copy = entry("copy", t + 1, fp(S ^ 1, 2, &sketch(2, 12)));
     let out = b.check_and_insert(&copy).await.unwrap();
     assert_eq!(
@@ -753,12 +511,12 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
         Some("orig")
     );
     // Its own insert too, filed at once.
-    assert_eq!(b.replica_articles(), Some(2));
+    assert_eq!(b.view_articles(), 2);
     // Deleted through a: b forgets it, so a third copy is kept, not linked to
     // a deleted article (the second copy is its only near neighbour: distance 2).
     assert!(a.delete("orig").await.unwrap());
     assert!(a.delete("copy").await.unwrap());
-    // Another process' deletions reach b's checks once b's copy is older than
+    // Another process' deletions reach b's checks once b's view is older than
     // MAX_STALENESS (10 ms; between 5 and 10 ms a check decides while its
     // sync runs in the background): here at once.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -768,12 +526,12 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
         Verdict::Unique
     );
     b.sync().await.unwrap();
-    assert_eq!(b.replica_articles(), Some(1));
+    assert_eq!(b.view_articles(), 1);
     // A new process loads what is there.
-    let c = open(replica()).await;
+    let c = open(()).await;
     c.sync().await.unwrap();
-    assert_eq!(c.replica_articles(), Some(1));
-    // No h:, c:, s: lists; every key, the deletion log too, expires. (The
+    assert_eq!(c.view_articles(), 1);
+    // Every key, the deletion log too, expires. (The
     // d: hash whose links were deleted stays, empty but for its "" field, until
     // it expires: the same as an i: hash.)
     let mut conn = server.connection();
@@ -801,32 +559,74 @@ async fn replicas_follow_each_other_and_refuse_the_other_mode() {
             "{key} has TTL {ttl}, limit {limit}"
         );
     }
-    // A worker keeping lookup lists would miss these articles: refused.
-    let lists = open(RedisIndexOptions::default()).await;
-    let e = entry("other", t + 3, fp(!S, 4, &sketch(4, 12)));
-    match lists.check_and_insert(&e).await {
-        Err(IndexError::Config(msg)) => assert!(msg.contains("replica"), "{msg}"),
-        other => panic!("expected a configuration error, got {other:?}"),
-    }
-    // And the other way round.
-    let server2 = RedisServer::start();
-    let url2 = server2.url();
-    let lists = RedisIndex::connect(&url2, "rep", config(), RedisIndexOptions::default())
-        .await
-        .unwrap();
-    lists.check_and_insert(&e).await.unwrap();
-    let rep = RedisIndex::connect(&url2, "rep", config(), replica())
-        .await
-        .unwrap();
-    let e2 = entry("other2", t + 4, fp(S, 5, &sketch(5, 12)));
-    match rep.check_and_insert(&e2).await {
-        Err(IndexError::Config(msg)) => assert!(msg.contains("replica"), "{msg}"),
-        other => panic!("expected a configuration error, got {other:?}"),
-    }
 }
 
-/// Replica mode: a process' own deletion reaches its next check at once, even
-/// while a sync of its copy that began before the delete is under way. Such a
+/// A namespace written with the earlier key layout (lookup lists `h:`, `c:`,
+/// `s:`; no `l = 0` in its buckets' counter hashes) is refused with what to
+/// do: at connect when its newest bucket is one, at a commit when a bucket
+/// of it appears later.
+#[tokio::test]
+async fn a_namespace_of_the_earlier_layout_is_refused_with_what_to_do() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let t = now_ms();
+    let idx = connect(&server.url(), "old").await;
+    let label = idx_label(&idx, t);
+    let k = idx.keys().clone();
+    // A bucket as the earlier layout wrote it: counter, shape, retention.
+    let write_old_bucket = |conn: &mut redis::Connection| {
+        let _: () = redis::cmd("ZADD")
+            .arg(k.buckets())
+            .arg(idx.bucket_start(t))
+            .arg(&label)
+            .query(conn)
+            .unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg(k.counter(&label))
+            .arg("n")
+            .arg(1)
+            .arg("k")
+            .arg(12)
+            .arg("r")
+            .arg(72 * 3_600_000)
+            .query(conn)
+            .unwrap();
+    };
+    write_old_bucket(&mut conn);
+    let said = |err: IndexError| match err {
+        IndexError::Config(msg) => {
+            assert!(
+                msg.contains(&k.counter(&label))
+                    && msg.contains("new namespace")
+                    && msg.contains("expire"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected a configuration error, got {other:?}"),
+    };
+    // Connected before the bucket appeared: the commit refuses.
+    said(
+        idx.check_and_insert(&entry("a", t, fp(S, 1, &sketch(1, 12))))
+            .await
+            .unwrap_err(),
+    );
+    // A process starting now is refused at connect.
+    said(
+        RedisIndex::connect(&server.url(), "old", config(), RedisIndexOptions::default())
+            .await
+            .unwrap_err(),
+    );
+    // Nothing was written by the refused commit.
+    let n: u64 = redis::cmd("HGET")
+        .arg(k.counter(&label))
+        .arg("n")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+/// A process' own deletion reaches its next check at once, even while a
+/// catch-up of its view that began before the delete is under way. Such a
 /// sync may have read the deletion log before the delete: it must neither make
 /// the copy count as fresh when it ends, nor serve a check that waited for it.
 /// Another process keeps storing batches of unrelated articles, so that every
@@ -840,9 +640,14 @@ async fn an_own_delete_is_seen_at_once_while_a_sync_is_under_way() {
 
     let server = RedisServer::start();
     let open = || async {
-        RedisIndex::connect(&server.url(), "owndel", config(), replica())
-            .await
-            .expect("connect to the test redis-server")
+        RedisIndex::connect(
+            &server.url(),
+            "owndel",
+            config(),
+            RedisIndexOptions::default(),
+        )
+        .await
+        .expect("connect to the test redis-server")
     };
     let (idx, other) = (open().await, open().await);
     let t = now_ms();
@@ -974,16 +779,12 @@ async fn racing_copies_of_one_id_insert_it_once() {
     race_copies_of_one_id(RedisIndexOptions::default()).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_copies_of_one_id_insert_it_once_in_replica_mode() {
-    race_copies_of_one_id(replica()).await;
-}
-
 /// Versions of one id that share nothing (no block, content or sketch hash):
 /// only the commit's id check keeps the second out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_unrelated_versions_of_one_id_insert_it_once() {
-    for options in [RedisIndexOptions::default(), replica()] {
+    {
+        let options = RedisIndexOptions::default();
         let server = RedisServer::start();
         let mut indexes = Vec::new();
         for _ in 0..3 {
@@ -1019,7 +820,7 @@ async fn racing_unrelated_versions_of_one_id_insert_it_once() {
                 fresh += usize::from(!out.replayed);
                 assert_eq!(out.verdict, Verdict::Unique, "round {round}");
             }
-            assert_eq!(fresh, 1, "round {round}, replica {}", options.replica);
+            assert_eq!(fresh, 1, "round {round}");
         }
     }
 }
@@ -1083,8 +884,9 @@ async fn race_copies_of_one_id(options: RedisIndexOptions) {
 }
 
 /// Copies with one SimHash racing where that SimHash is already a block set
-/// member (a deleted article's tombstone): adding them does not grow the block
-/// sets, so only the `h:` list's length tells a commit someone got there first.
+/// member (a deleted article's): adding them does not grow the block sets, so
+/// only the packed fingerprints inserted since tell a commit someone got there
+/// first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_copies_of_a_known_simhash_keep_one() {
     let server = RedisServer::start();
@@ -1313,18 +1115,10 @@ async fn the_documented_minimal_acl_is_enough() {
     let url = server
         .url()
         .replacen("redis://", "redis://simdedup-worker:SECRET@", 1);
-    for replica in [false, true] {
-        // A namespace is in one mode: start the second pass from an empty server.
-        let _: () = redis::cmd("FLUSHALL").query(&mut admin).unwrap();
-        let options = RedisIndexOptions {
-            replica,
-            ..RedisIndexOptions::default()
-        };
-        let idx = RedisIndex::connect(&url, "news", config(), options)
-            .await
-            .expect("connect as the documented ACL user");
-        exercise_the_index(&idx).await;
-    }
+    let idx = RedisIndex::connect(&url, "news", config(), RedisIndexOptions::default())
+        .await
+        .expect("connect as the documented ACL user");
+    exercise_the_index(&idx).await;
 
     // And the user can touch nothing outside its namespace.
     let mut other = redis::Client::open(url.as_str())
@@ -1342,7 +1136,7 @@ async fn exercise_the_index(idx: &RedisIndex) {
     let t = now_ms();
     let a = entry("a", t, fp(S, 1, &sketch(1, 12)));
     let b = entry("b", t + 1, fp(S ^ 0b11, 2, &sketch(2, 12)));
-    // 12 bits away, no block shared, the whole sketch shared: found through s:.
+    // 12 bits away, no block shared, the whole sketch shared: found through it.
     let c = entry("c", t + 2, fp(S ^ 0x0007_0007_0007_0007, 3, &sketch(1, 12)));
     assert_eq!(
         idx.check_and_insert(&a).await.unwrap().verdict,

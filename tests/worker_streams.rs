@@ -521,37 +521,20 @@ async fn one_worker_keeps_the_first_of_each_group() {
     let server = RedisServer::start();
     for (ns, pipeline) in [("ordered", 16), ("ordered-one-at-a-time", 1)] {
         let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
-        keeps_the_first_of_each_group(&server, ns, index, pipeline, 8).await;
+        keeps_the_first_of_each_group(&server, ns, index, pipeline).await;
     }
 }
 
-/// The same on the Redis index, both modes, with the calls pipelined
+/// The same on the Redis index, with the calls pipelined
 /// (`WorkerConfig::pipeline`: a copy waits for its original, the fillers
-/// between groups do not), and one at a time reading the next checks ahead of
-/// their turn (`WorkerConfig::read_ahead`): a copy's read-ahead happens before
-/// its original is stored, so it is stale, and only the commit's validation
-/// (which sends the copy back to read again) keeps the verdicts those of
-/// one-after-another. Also with reading ahead off.
+/// between groups do not), and one at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_worker_keeps_the_first_of_each_group_on_redis_reading_ahead() {
+async fn one_worker_keeps_the_first_of_each_group_on_redis() {
     let server = RedisServer::start();
-    for (ns, pipeline, read_ahead) in [
-        ("pipelined", 16, 0),
-        ("ahead", 1, 8),
-        ("ahead-far", 1, 64),
-        ("ahead-off", 1, 0),
-    ] {
+    for (ns, pipeline) in [("pipelined", 16), ("one-at-a-time", 1)] {
         let index = redis_index(&server, ns).await;
-        keeps_the_first_of_each_group(&server, ns, index, pipeline, read_ahead).await;
+        keeps_the_first_of_each_group(&server, ns, index, pipeline).await;
     }
-    let options = RedisIndexOptions {
-        replica: true,
-        ..RedisIndexOptions::default()
-    };
-    let replica = RedisIndex::connect(&server.url(), "replica", DecisionConfig::default(), options)
-        .await
-        .unwrap();
-    keeps_the_first_of_each_group(&server, "replica", Arc::new(replica), 16, 0).await;
 }
 
 /// One worker on `index` until `outputs` entries are answered, then stopped.
@@ -597,7 +580,6 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
     ns: &str,
     index: Arc<I>,
     pipeline: usize,
-    read_ahead: usize,
 ) {
     let keys = Keys::new(ns);
     let mut conn = server.connection();
@@ -616,7 +598,6 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
         consumer: "solo".into(),
         batch_size: 8,
         pipeline,
-        read_ahead,
         ..fast_config()
     };
     run_until_answered(server, ns, index, config, (groups * copies) as usize).await;
@@ -631,27 +612,21 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
     }
 }
 
-/// Reading ahead keeps deletes and queries in their stream places: each group
-/// is `v0, query v2, filler, filler, delete v0, v0 again, v1`, read 4 ahead.
-/// The query sees `v0` (queries are never read ahead: nothing would validate a
-/// stale one). `v0` sent again after its delete is stored afresh — unique, not
-/// a replay of the deleted one, which a read passing the delete could have
-/// seen — and `v1` is a copy of it. The same with the calls pipelined
-/// (`WorkerConfig::pipeline`), where deletes and queries are barriers too.
+/// Deletes and queries keep their stream places: each group is `v0, query
+/// v2, filler, filler, delete v0, v0 again, v1`. The query sees `v0`. `v0`
+/// sent again after its delete is stored afresh — unique, not a replay of the
+/// deleted one — and `v1` is a copy of it. One call at a time, and with the
+/// calls pipelined (`WorkerConfig::pipeline`), where deletes and queries are
+/// barriers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reading_ahead_never_passes_a_delete_or_a_query() {
+async fn pipelining_never_passes_a_delete_or_a_query() {
     let server = RedisServer::start();
-    for (ns, pipeline, read_ahead) in [("barrier", 1, 4), ("barrier-pipelined", 16, 0)] {
-        deletes_and_queries_keep_their_places(&server, ns, pipeline, read_ahead).await;
+    for (ns, pipeline) in [("barrier", 1), ("barrier-pipelined", 16)] {
+        deletes_and_queries_keep_their_places(&server, ns, pipeline).await;
     }
 }
 
-async fn deletes_and_queries_keep_their_places(
-    server: &RedisServer,
-    ns: &str,
-    pipeline: usize,
-    read_ahead: usize,
-) {
+async fn deletes_and_queries_keep_their_places(server: &RedisServer, ns: &str, pipeline: usize) {
     let keys = Keys::new(ns);
     let mut conn = server.connection();
     let groups = 24u64;
@@ -683,10 +658,9 @@ async fn deletes_and_queries_keep_their_places(
     let index = redis_index(server, ns).await;
     let config = WorkerConfig {
         consumer: "solo".into(),
-        // Two whole groups per batch (a batch is read ahead within itself).
+        // Two whole groups per batch.
         batch_size: 14,
         pipeline,
-        read_ahead,
         ..fast_config()
     };
     run_until_answered(server, ns, index, config, (groups * 7) as usize).await;

@@ -188,13 +188,10 @@ pub struct WorkerSetup {
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub pipeline: Option<usize>,
-    pub read_ahead: Option<usize>,
     /// `bucket_hours` of the workers (`SIMDEDUP_BUCKET_HOURS`); their default otherwise.
     pub bucket_hours: Option<u64>,
     /// `decision.lookup_signatures` of the workers; their default otherwise.
     pub lookup_signatures: Option<usize>,
-    /// Workers in replica mode (`SIMDEDUP_REPLICA`).
-    pub replica: bool,
     pub timeout: Duration,
     /// Workers' stderr goes to files here.
     pub log_dir: PathBuf,
@@ -264,9 +261,6 @@ impl Workers {
             if let Some(p) = setup.pipeline {
                 cmd.args(["--pipeline", &p.to_string()]);
             }
-            if let Some(r) = setup.read_ahead {
-                cmd.args(["--read-ahead", &r.to_string()]);
-            }
             // The workers get the defaults, whatever this shell's SIMDEDUP_* say,
             // and the bench's bucket length.
             for (k, _) in std::env::vars_os() {
@@ -279,9 +273,6 @@ impl Workers {
             }
             if let Some(n) = setup.lookup_signatures {
                 cmd.env("SIMDEDUP_DECISION__LOOKUP_SIGNATURES", n.to_string());
-            }
-            if setup.replica {
-                cmd.env("SIMDEDUP_REPLICA", "true");
             }
             let stderr = File::create(&log)?;
             let child = cmd
@@ -418,7 +409,7 @@ pub fn article_id(run: u64, j: u64) -> String {
 ///
 /// Without a `rate` the articles are all in the input stream before the
 /// workers start, and the run measures how fast they drain it. With one, the
-/// workers start first (and load their copies, in replica mode) and the
+/// workers start first (and load their views) and the
 /// articles arrive at `rate` per second, as a live feed does: the run
 /// measures latency at a load the workers keep up with.
 pub async fn run(
@@ -437,16 +428,12 @@ pub async fn run(
         .arg(keys.dead_stream())
         .query_async::<()>(conn)
         .await?;
-    // Replica mode: a worker loads the whole window before it serves, which
-    // at 10 M articles takes a while; start the workers and wait for them
-    // (their /metrics listener opens once the copy is loaded), so the run
-    // measures serving, not loading.
-    let mut early = None;
-    if setup.replica || rate.is_some() {
-        let mut procs = Workers::spawn(setup, run, workers)?;
-        procs.wait_until_listening(setup.timeout).await?;
-        early = Some(procs);
-    }
+    // A worker loads the whole window before it serves, which at 10 M
+    // articles takes a while; start the workers and wait for them (their
+    // /metrics listener opens once the view is loaded), so the run measures
+    // serving, not loading.
+    let mut procs = Workers::spawn(setup, run, workers)?;
+    procs.wait_until_listening(setup.timeout).await?;
     let jsonl = articles.jsonl(run, k);
     let produce_all = |conn: &mut MultiplexedConnection, rate: Option<f64>| {
         let (keys, jsonl) = (keys.clone(), jsonl.clone());
@@ -474,10 +461,6 @@ pub async fn run(
     if rate.is_some() {
         feed = Some(tokio::spawn(produce_all(conn, rate)));
     }
-    let mut procs = match early {
-        Some(procs) => procs,
-        None => Workers::spawn(setup, run, workers)?,
-    };
     let out = keys.output_stream();
     let mut first: Option<(Instant, u64)> = None;
     loop {

@@ -75,21 +75,16 @@ pub struct BenchOptions {
     /// machine's available memory.
     pub max_memory_bytes: Option<u64>,
     /// Passed to the workers (`--batch-size`, `--max-in-flight`,
-    /// `--pipeline`, `--read-ahead`); their defaults otherwise.
+    /// `--pipeline`); their defaults otherwise.
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub pipeline: Option<usize>,
-    pub read_ahead: Option<usize>,
     /// Bucket length in hours of the index and the workers (`bucket_hours`);
     /// their default (24 h) otherwise.
     pub bucket_hours: Option<u64>,
     /// Sketch hashes looked up per article (`decision.lookup_signatures`) of
     /// the index and the workers; their default (4) otherwise.
     pub lookup_signatures: Option<usize>,
-    /// The index (bench client and workers) in replica mode (`replica`): each
-    /// process holds a copy of the articles; the copy is loaded before the
-    /// checks are measured.
-    pub replica: bool,
     /// Give up on an end-to-end run after this long.
     pub e2e_timeout: Duration,
     /// The `simdedup` binary the workers run.
@@ -118,10 +113,8 @@ impl BenchOptions {
             batch_size: None,
             max_in_flight: None,
             pipeline: None,
-            read_ahead: None,
             bucket_hours: None,
             lookup_signatures: None,
-            replica: false,
             e2e_timeout: Duration::from_secs(900),
             worker_exe,
             progress: true,
@@ -290,10 +283,8 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         batch_size: options.batch_size,
         max_in_flight: options.max_in_flight,
         pipeline: options.pipeline,
-        read_ahead: options.read_ahead,
         bucket_hours: options.bucket_hours,
         lookup_signatures: options.lookup_signatures,
-        replica: options.replica,
         timeout: options.e2e_timeout,
         log_dir: server.dir().to_owned(),
     };
@@ -372,7 +363,6 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 // box may keep Redis longer than a worker's 2 s: a long run
                 // must not die of it (a timeout only matters when hit).
                 response_timeout: std::time::Duration::from_secs(60),
-                replica: options.replica,
                 ..RedisIndexOptions::default()
             },
         )
@@ -392,14 +382,14 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 options.concurrency
             ),
         );
-        if options.replica {
+        {
             let (started, rss) = (std::time::Instant::now(), resident_bytes());
             index.sync().await?;
-            let held = index.replica_articles().unwrap_or(0);
+            let held = index.view_articles();
             note(
                 options,
                 &format!(
-                    "replica loaded: {held} articles in {:.1} s, {:.0} bytes/article of this process' memory",
+                    "view loaded: {held} articles in {:.1} s, {:.0} bytes/article of this process' memory",
                     started.elapsed().as_secs_f64(),
                     resident_bytes().saturating_sub(rss) as f64 / held.max(1) as f64
                 ),
@@ -428,7 +418,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         .await?;
         note(options, &report::checks_line(&checks));
         // The workers of the end-to-end runs hold copies of their own: this
-        // process' (≈ 400 B per article in replica mode) would only crowd them.
+        // process' view would only crowd them.
         drop(index);
         let mut result = SizeResult {
             articles: n,
@@ -574,7 +564,6 @@ async fn forget_run(setup: &WorkerSetup, run: u64, result: &E2e) -> Result<(), B
         RedisIndexOptions {
             bucket_ms: setup.bucket_hours.map(|h| h * 3_600_000),
             response_timeout: std::time::Duration::from_secs(60),
-            replica: setup.replica,
             ..RedisIndexOptions::default()
         },
     )

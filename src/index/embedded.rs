@@ -330,21 +330,6 @@ impl Index for EmbeddedIndex {
         Ok(self.check_and_insert_now(entry))
     }
 
-    /// In process, reading ahead would save nothing.
-    type ReadAhead = ();
-
-    async fn read_ahead(&self, _entry: &IndexEntry) -> Result<(), IndexError> {
-        Ok(())
-    }
-
-    async fn check_and_insert_after(
-        &self,
-        entry: &IndexEntry,
-        _ahead: (),
-    ) -> Result<Outcome, IndexError> {
-        self.check_and_insert(entry).await
-    }
-
     async fn query(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
         super::require_id(&entry.id)?;
         Ok(self.query_now(entry))

@@ -6,11 +6,13 @@
 //! - [`EmbeddedIndex`]: in-process, for `simdedup scan`, tests and single-node use;
 //! - the Redis index (Lua check-and-insert), shared by any number of workers.
 //!
-//! Both find candidates the same way (exact content hash, the four 16-bit SimHash
-//! blocks, the long-sentence hashes), keep only those inside the retention window,
-//! and let [`decide`](crate::decision::decide) choose.
+//! Both find candidates the same way, through the keys of [`meet`] (the four
+//! 16-bit SimHash blocks, the content hash, the lookup sketch hashes), keep
+//! only those inside the retention window, and let
+//! [`decide`](crate::decision::decide) choose.
 
 mod embedded;
+pub mod meet;
 pub mod redis;
 
 pub use self::redis::{RedisIndex, RedisIndexOptions, Topology};
@@ -32,7 +34,7 @@ use crate::fingerprint::Fingerprint;
 /// article listed under it, and in Redis a list longer than 64 bytes moves its
 /// hash out of the compact listpack encoding. The first 8 are enough to find a
 /// copy: a later article is still matched through them (and through its other
-/// hashes), it is only not listed itself. `lua/commit.lua` has the same number.
+/// hashes), it is only not listed itself.
 pub const LISTED_PER_HASH: usize = 8;
 
 /// An article as the index sees it.
@@ -127,8 +129,14 @@ pub struct Cluster {
 /// retry with backoff, the others are not.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    #[error("index backend unavailable: {0}")]
-    Unavailable(String),
+    /// Redis cannot be reached now (refused, dropped, timed out): never the
+    /// article's fault.
+    #[error("index backend unavailable: {reason}")]
+    Unavailable {
+        reason: String,
+        #[source]
+        source: Option<::redis::RedisError>,
+    },
     #[error("index backend error: {0}")]
     Backend(String),
     #[error("stored data for article {id:?} is corrupt: {reason}")]
@@ -162,32 +170,6 @@ pub trait Index: Send + Sync {
     fn check_and_insert(
         &self,
         entry: &IndexEntry,
-    ) -> impl Future<Output = Result<Outcome, IndexError>> + Send;
-
-    /// What [`Index::check_and_insert`] reads first, read ahead of time by
-    /// [`Index::read_ahead`].
-    type ReadAhead: Send + 'static;
-
-    /// Read now what checking `entry` starts with, so that a caller deciding
-    /// entries one after another (an ordered worker) can read the next few
-    /// while the current one commits, and then call
-    /// [`Index::check_and_insert_after`]. Nothing is recorded. The Redis index
-    /// reads its first round trip (the snapshot its commit validates), the
-    /// embedded index nothing.
-    fn read_ahead(
-        &self,
-        entry: &IndexEntry,
-    ) -> impl Future<Output = Result<Self::ReadAhead, IndexError>> + Send;
-
-    /// [`Index::check_and_insert`], starting from what `ahead` read for this
-    /// entry. It may be stale — articles stored since, by anyone — and is then
-    /// treated exactly as a read that another writer raced: whatever changed
-    /// what it saw makes the commit read again, so the verdict is the one
-    /// `check_and_insert` called now would give.
-    fn check_and_insert_after(
-        &self,
-        entry: &IndexEntry,
-        ahead: Self::ReadAhead,
     ) -> impl Future<Output = Result<Outcome, IndexError>> + Send;
 
     /// Decide on `entry` without recording anything. A stored id gets its stored verdict.

@@ -154,8 +154,6 @@ pub struct Metrics {
     pub in_flight: AtomicI64,
     pub fingerprint_latency: Histogram,
     pub index_latency: Histogram,
-    /// Reads done ahead of a check's turn (`WorkerConfig::read_ahead`).
-    pub read_ahead_latency: Histogram,
     pub commit_latency: Histogram,
     pub read_latency: Histogram,
     /// Index entries each check examined (see `Outcome::examined`).
@@ -179,7 +177,6 @@ impl Default for Metrics {
             in_flight: AtomicI64::new(0),
             fingerprint_latency: Histogram::default(),
             index_latency: Histogram::default(),
-            read_ahead_latency: Histogram::default(),
             commit_latency: Histogram::default(),
             read_latency: Histogram::default(),
             examined: Histogram::counts(),
@@ -282,12 +279,7 @@ impl Metrics {
         self.index_latency.render(
             &mut out,
             "simdedup_index_seconds",
-            "Time of one index call (check, query or delete), Redis round trips included; for a check read ahead, from its turn on.",
-        );
-        self.read_ahead_latency.render(
-            &mut out,
-            "simdedup_read_ahead_seconds",
-            "Time of one check's first read done ahead of its turn (worker.read_ahead), queueing behind the others included.",
+            "Time of one index call (check, query or delete), Redis round trips included.",
         );
         self.commit_latency.render(
             &mut out,

@@ -50,7 +50,7 @@ use tokio::task::JoinSet;
 
 use crate::article::Rejection;
 use crate::fingerprint::{Fingerprint, Fingerprinter};
-use crate::index::{Index, IndexEntry, IndexError};
+use crate::index::{meet, Index, IndexEntry, IndexError};
 use crate::keys::Keys;
 
 use commit::{CommitOptions, Committer, Emit};
@@ -89,14 +89,8 @@ pub struct WorkerConfig {
     /// candidate (or share its id) to be decided ([`may_interact`]); checks
     /// that cannot meet go together, so verdicts stay those of one after
     /// another while the round trips overlap. A query or a delete waits for
-    /// everything before it. 1: one call at a time (then `read_ahead` applies).
+    /// everything before it. 1: one call at a time.
     pub pipeline: usize,
-    /// When `ordered` and `pipeline` is 1: how many of the next checks of a
-    /// batch read the index ahead of their turn ([`Index::read_ahead`]), while the current one
-    /// decides and commits. Their reads may be stale by then; the commit
-    /// validates them like any read raced by another writer, so verdicts stay
-    /// those of one-after-another. 0: off.
-    pub read_ahead: usize,
     /// How many steps below the rest of the worker its fingerprinting threads
     /// run (a nice value, 0-19; Linux only; 0: the same priority). The index
     /// calls wait on the threads that talk to Redis, fingerprinting is bulk
@@ -140,7 +134,6 @@ impl Default for WorkerConfig {
             ordered: true,
             index_concurrency: 32,
             pipeline: 16,
-            read_ahead: 8,
             fingerprint_nice: 10,
             block_ms: 1000,
             claim_min_idle_ms: 60_000,
@@ -169,11 +162,6 @@ impl WorkerConfig {
                 "worker.pipeline = {} but it is 1 (one index call at a time) to 256",
                 self.pipeline
             ));
-        }
-        if self.read_ahead > 256 {
-            return Err(
-                "worker.read_ahead is at most 256 (reads further ahead are all stale)".into(),
-            );
         }
         if self.fingerprint_nice > 19 {
             return Err(format!(
@@ -738,13 +726,8 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
 }
 
 /// Call the index, retrying while it is unavailable. `None`: give up on this
-/// entry for now (it stays pending and comes back). `ahead`: what an
-/// insert-check read ahead of its turn, used by its first attempt.
-async fn resolve<I: Index>(
-    shared: &Shared<I>,
-    prepared: Prepared,
-    mut ahead: Option<I::ReadAhead>,
-) -> Option<Resolution> {
+/// entry for now (it stays pending and comes back).
+async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Resolution> {
     let _permit = shared.index_permits.acquire().await.ok()?;
     let mut attempt = 0u32;
     loop {
@@ -752,9 +735,7 @@ async fn resolve<I: Index>(
         let result: Result<Resolution, IndexError> = match &prepared {
             Prepared::Ready(r) => return Some(r.clone()),
             Prepared::Check(entry, insert) => {
-                let outcome = if let (true, Some(read)) = (*insert, ahead.take()) {
-                    shared.index.check_and_insert_after(entry, read).await
-                } else if *insert {
+                let outcome = if *insert {
                     shared.index.check_and_insert(entry).await
                 } else {
                     shared.index.query(entry).await
@@ -789,7 +770,7 @@ async fn resolve<I: Index>(
                 }
                 return Some(r);
             }
-            Err(IndexError::Unavailable(why)) => {
+            Err(IndexError::Unavailable { reason: why, .. }) => {
                 shared.metrics.index_retries.fetch_add(1, Ordering::Relaxed);
                 attempt += 1;
                 tracing::warn!(%why, attempt, "index unavailable; retrying");
@@ -810,11 +791,10 @@ async fn resolve<I: Index>(
 
 /// An ordered batch's index calls: up to `pipeline` at once, each started
 /// in stream order once every earlier entry it could meet is decided
-/// ([`may_interact`]); with `pipeline` 1, one after another, the first read of each insert-check done up to `read_ahead` entries early
-/// (concurrently, pipelined on the shared connection) while the entries
-/// before it decide and commit. A query or a delete is a barrier: nothing
-/// after it is read before it is done, since what it does (or, for a query,
-/// what it must see) depends on the entries before it.
+/// ([`may_interact`]); with `pipeline` 1, one after another. A query or a
+/// delete is a barrier: nothing after it starts before it is done, since what
+/// it does (or, for a query, what it must see) depends on the entries before
+/// it.
 async fn resolve_in_order<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     prepared: Vec<Prepared>,
@@ -823,52 +803,8 @@ async fn resolve_in_order<I: Index + 'static>(
     if shared.config.pipeline > 1 {
         return resolve_pipelined(shared, prepared, out).await;
     }
-    let depth = shared.config.read_ahead;
-    if depth == 0 {
-        for p in prepared {
-            out.push(resolve(shared, p, None).await);
-        }
-        return;
-    }
-    type Read<I> = Result<<I as Index>::ReadAhead, IndexError>;
-    let mut prepared: Vec<Option<Prepared>> = prepared.into_iter().map(Some).collect();
-    let mut reads: VecDeque<(usize, tokio::task::JoinHandle<Read<I>>)> = VecDeque::new();
-    let mut next = 0;
-    for i in 0..prepared.len() {
-        next = next.max(i);
-        while next < prepared.len() && next <= i + depth {
-            match &prepared[next] {
-                Some(Prepared::Check(entry, true)) => {
-                    let (shared, entry) = (shared.clone(), entry.clone());
-                    let read = tokio::spawn(async move {
-                        let started = Instant::now();
-                        let read = shared.index.read_ahead(&entry).await;
-                        shared.metrics.read_ahead_latency.observe(started.elapsed());
-                        read
-                    });
-                    reads.push_back((next, read));
-                }
-                Some(Prepared::Ready(_)) | None => {}
-                // A query or a delete: nothing past it until it is done (also
-                // when it is this turn's entry: it is resolved below, after
-                // this loop).
-                Some(_) => break,
-            }
-            next += 1;
-        }
-        let ahead = match reads.front() {
-            Some((at, _)) if *at == i => match reads.pop_front().map(|(_, h)| h) {
-                Some(read) => match read.await {
-                    Ok(Ok(read)) => Some(read),
-                    // Read again on its turn, where failures are retried.
-                    Ok(Err(_)) | Err(_) => None,
-                },
-                None => None,
-            },
-            _ => None,
-        };
-        let p = prepared[i].take().expect("each entry is resolved once");
-        out.push(resolve(shared, p, ahead).await);
+    for p in prepared {
+        out.push(resolve(shared, p).await);
     }
 }
 
@@ -904,15 +840,14 @@ async fn resolve_pipelined<I: Index + 'static>(
                     out[first + j] = finish(call).await;
                 }
                 let (s, e) = (shared.clone(), entry.clone());
-                let call =
-                    tokio::spawn(async move { resolve(&s, Prepared::Check(e, true), None).await });
+                let call = tokio::spawn(async move { resolve(&s, Prepared::Check(e, true)).await });
                 running.push_back((i, entry, call));
             }
             barrier => {
                 while let Some((j, _, call)) = running.pop_front() {
                     out[first + j] = finish(call).await;
                 }
-                out[first + i] = resolve(shared, barrier, None).await;
+                out[first + i] = resolve(shared, barrier).await;
             }
         }
     }
@@ -922,40 +857,11 @@ async fn resolve_pipelined<I: Index + 'static>(
 }
 
 /// Whether the verdict on one of two articles could depend on whether the
-/// other is stored yet: the same id (a replay), or a shared 16-bit SimHash
-/// block value at any position (every candidate within the distance bound
-/// shares one at its own position: the pigeonhole index), the same content
-/// hash, or a shared sketch hash (the lookup sketch hashes that candidate
-/// lists are kept for are among them). Articles sharing none of these are
+/// other is stored yet ([`meet::may_meet`]): articles that cannot meet are
 /// never each other's candidates in any index, and neither changes what the
 /// other's commit validates, so their index calls may run in either order.
 fn may_interact(a: &IndexEntry, b: &IndexEntry) -> bool {
-    if a.id == b.id {
-        return true;
-    }
-    let (fa, fb) = (&a.fingerprint, &b.fingerprint);
-    if fa.is_empty() || fb.is_empty() {
-        return false;
-    }
-    let theirs = crate::simhash::blocks(fb.simhash);
-    fa.content == fb.content
-        || crate::simhash::blocks(fa.simhash)
-            .iter()
-            .any(|x| theirs.contains(x))
-        || share_any(&fa.signatures, &fb.signatures)
-}
-
-/// Whether two ascending lists share a value.
-fn share_any(a: &[u32], b: &[u32]) -> bool {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => return true,
-        }
-    }
-    false
+    meet::may_meet(&a.id, &a.fingerprint, &b.id, &b.fingerprint)
 }
 
 /// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
@@ -1037,7 +943,7 @@ async fn finish_batch<I: Index + 'static>(
         let mut calls = JoinSet::new();
         for (i, p) in prepared.into_iter().enumerate() {
             let shared = shared.clone();
-            calls.spawn(async move { (i, resolve(&shared, p, None).await) });
+            calls.spawn(async move { (i, resolve(&shared, p).await) });
         }
         while let Some(done) = calls.join_next().await {
             match done {
@@ -1152,13 +1058,5 @@ mod tests {
         empty.fingerprint.words = 0;
         assert!(!may_interact(&a, &empty));
         assert!(!may_interact(&empty, &a));
-    }
-
-    #[test]
-    fn sorted_lists_share_a_value() {
-        assert!(share_any(&[1, 5, 9], &[2, 9]));
-        assert!(share_any(&[7], &[1, 3, 7]));
-        assert!(!share_any(&[1, 5, 9], &[2, 6, 10]));
-        assert!(!share_any(&[], &[1]));
     }
 }

@@ -65,7 +65,6 @@ pub async fn connect_redis_index(
         allow_eviction: settings.allow_eviction,
         bucket_ms: settings.bucket_hours.map(|h| u64::from(h) * 3_600_000),
         response_timeout: Duration::from_millis(settings.worker.command_timeout_ms),
-        replica: settings.replica,
         ..RedisIndexOptions::default()
     };
     let mut attempt = 0u32;
@@ -78,10 +77,10 @@ pub async fn connect_redis_index(
         )
         .await
         {
-            // Replica mode: load the window before serving (a no-op otherwise).
+            // Load the view of the window before serving.
             Ok(index) => match index.sync().await {
                 Ok(()) => return Ok(Some(index)),
-                Err(IndexError::Unavailable(why)) => {
+                Err(IndexError::Unavailable { reason: why, .. }) => {
                     attempt += 1;
                     tracing::warn!(%why, attempt, "Redis index unreachable; retrying");
                     tokio::time::sleep(super::backoff(attempt, settings.worker.backoff_max_ms))
@@ -89,7 +88,7 @@ pub async fn connect_redis_index(
                 }
                 Err(e) => return Err(e),
             },
-            Err(IndexError::Unavailable(why)) => {
+            Err(IndexError::Unavailable { reason: why, .. }) => {
                 attempt += 1;
                 tracing::warn!(%why, attempt, "Redis index unreachable; retrying");
                 tokio::select! {

@@ -38,7 +38,6 @@ macro_rules! conformance_cases {
         $run!(checks_report_what_they_examined);
         $run!(block_neighbours_beyond_k_need_the_sketch_index);
         $run!(a_hash_lists_only_its_first_articles);
-        $run!(a_stale_read_ahead_gives_the_verdict_of_now);
     };
 }
 
@@ -229,81 +228,6 @@ pub async fn same_id_is_replayed_never_reinserted<I: Index>(idx: &I) {
     assert_eq!(
         verdict(idx, &entry("c", t, fp(!S, 99, &[]))).await,
         Verdict::Unique
-    );
-}
-
-/// What was read ahead ([`Index::read_ahead`]) before other articles were
-/// stored still gives the verdict a check made now would give: through each
-/// signal, for a replayed id, and for an article stored in between under the
-/// same id.
-pub async fn a_stale_read_ahead_gives_the_verdict_of_now<I: Index>(idx: &I) {
-    let t = base();
-    let after = |e: IndexEntry, ahead| async move {
-        idx.check_and_insert_after(&e, ahead)
-            .await
-            .expect("check_and_insert_after")
-    };
-    // Something stored first, so that the buckets the originals go to exist
-    // at the read ahead: only what was stored since can then make it stale.
-    verdict(
-        idx,
-        &entry("seed", t - 1, fp(0x0123_4567_89ab_cdef, 99, &[])),
-    )
-    .await;
-    // Read ahead, then each one's original stored.
-    let sketch_a = sketch(1, 12);
-    // 12 bits apart, 3 in each block (as `flip(12)` from `S`): no block shared.
-    let (t_orig, t_copy) = (0x5a5a_3c3c_a5a5_c3c3, 0x5a5a_3c3c_a5a5_c3c3 ^ S ^ flip(12));
-    let copies = [
-        entry("exact", t + 10, fp(!S, 7, &[])),
-        entry("near", t + 11, fp(flip(3), 8, &[])),
-        entry("sentence", t + 12, fp(t_copy, 9, &sketch_a)),
-        entry("twice", t + 13, fp(0x1234_5678_9abc_def0, 10, &[])),
-    ];
-    let mut aheads = Vec::new();
-    for c in &copies {
-        aheads.push(idx.read_ahead(c).await.expect("read_ahead"));
-    }
-    verdict(idx, &entry("o-exact", t, fp(S ^ 0xff00_ff00, 7, &[]))).await;
-    verdict(idx, &entry("o-near", t + 1, fp(S, 1, &[]))).await;
-    verdict(idx, &entry("o-sentence", t + 2, fp(t_orig, 2, &sketch_a))).await;
-    // Stored in between under the id read ahead: the read ahead is a replay.
-    let twice = insert(idx, &copies[3]).await;
-    assert_eq!(
-        (twice.verdict.clone(), twice.replayed),
-        (Verdict::Unique, false)
-    );
-    let mut aheads = aheads.into_iter();
-    let mut next = |c: &IndexEntry| (c.clone(), aheads.next().unwrap());
-    let (c, a) = next(&copies[0]);
-    assert_eq!(
-        after(c, a).await.verdict,
-        dup("o-exact", "o-exact", 64 - 16, Signal::Exact)
-    );
-    let (c, a) = next(&copies[1]);
-    assert_eq!(
-        after(c, a).await.verdict,
-        dup("o-near", "o-near", 3, Signal::Simhash)
-    );
-    let (c, a) = next(&copies[2]);
-    assert_eq!(
-        after(c, a).await.verdict,
-        dup("o-sentence", "o-sentence", 12, Signal::Sentence)
-    );
-    let (c, a) = next(&copies[3]);
-    let replay = after(c, a).await;
-    assert!(replay.replayed, "{replay:?}");
-    assert_eq!(replay.verdict, Verdict::Unique);
-    // Read ahead and nothing stored since: the same as a plain check.
-    let fresh = entry("fresh", t + 20, fp(0x5555_aaaa_3333_cccc, 11, &[]));
-    let ahead = idx.read_ahead(&fresh).await.unwrap();
-    assert_eq!(after(fresh.clone(), ahead).await.verdict, Verdict::Unique);
-    // And a read ahead of a stored id is a replay.
-    let ahead = idx.read_ahead(&fresh).await.unwrap();
-    let again = after(fresh, ahead).await;
-    assert!(
-        again.replayed && again.verdict == Verdict::Unique,
-        "{again:?}"
     );
 }
 

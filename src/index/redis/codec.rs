@@ -16,11 +16,9 @@
 //!   (Hamming), `s`entence; lengths in bytes, so ids may contain any character).
 //! - **ids value** (`i:` hash, text): `<simhash, 16 hex>:<handle>`. The Lua
 //!   scripts read the handle at byte 18 of it: keep the SimHash at 16 digits.
-//! - **handle lists** (`h:`, `c:`, `s:` fields): handles, space-separated decimals.
 //! - **SimHash as a set member** (`b:` sets): the SimHash as a signed 64-bit
 //!   decimal ([`simhash_member`]), which Redis stores as a plain integer (intset:
-//!   8 bytes). The `h:`/`c:`/`s:` *fields* are smaller numbers, named in
-//!   [`crate::keys`] (`list_field`, `Keys::signature`).
+//!   8 bytes).
 
 use crate::decision::Signal;
 use crate::fingerprint::Fingerprint;
@@ -192,7 +190,7 @@ pub fn decode_id_value(bytes: &[u8]) -> Result<(u64, u64), String> {
     Ok((simhash, handle))
 }
 
-/// A SimHash (or content hash) as Redis stores it in sets and hash fields: the
+/// A SimHash as Redis stores it in the block sets: the
 /// decimal of the same 64 bits read as a signed integer, so Redis keeps it as an
 /// 8-byte integer instead of a string.
 pub fn simhash_member(hash: u64) -> String {
@@ -206,13 +204,6 @@ pub fn parse_simhash_member(bytes: &[u8]) -> Option<u64> {
         .parse::<i64>()
         .ok()
         .map(|v| v as u64)
-}
-
-/// Handles listed in an `h:`/`c:`/`s:` field value.
-pub fn parse_handles(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    bytes
-        .split(|&b| b == b' ')
-        .filter_map(|t| std::str::from_utf8(t).ok()?.parse().ok())
 }
 
 #[cfg(test)]
@@ -299,7 +290,5 @@ mod tests {
         for h in [0, 1, u64::MAX, 1 << 63, 0x0123_4567_89ab_cdef] {
             assert_eq!(parse_simhash_member(simhash_member(h).as_bytes()), Some(h));
         }
-        assert_eq!(parse_handles(b"1 22 333").collect::<Vec<_>>(), [1, 22, 333]);
-        assert_eq!(parse_handles(b"").count(), 0);
     }
 }

@@ -37,8 +37,9 @@ impl Conn {
                     client.get_multiplexed_async_connection(),
                 )
                 .await
-                .map_err(|_| {
-                    IndexError::Unavailable(format!("connecting to {} timed out", redact(seeds[0])))
+                .map_err(|_| IndexError::Unavailable {
+                    reason: format!("connecting to {} timed out", redact(seeds[0])),
+                    source: None,
                 })?
                 .map_err(backend)?;
                 let info: String = ::redis::cmd("INFO")

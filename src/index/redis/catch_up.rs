@@ -1,25 +1,21 @@
-//! Replica mode of [`RedisIndex`]: bring the in-process copy up to date, decide
-//! from it, commit through the same `commit.lua`.
+//! The view's catch-up: bring a process' view of the live articles up to
+//! date with Redis.
 //!
-//! A check costs Redis one pipeline (the registry, the deletion log, each live
-//! bucket's counter; then the `f:`/`m:` entries of the handles inserted since,
-//! by whoever) plus the commit, instead of ~40 reads of block sets, lists and
-//! candidates. The commit is told the copy's counters as "what was read", so
-//! anything inserted after them that could change the decision (a shared
-//! block, content hash or lookup sketch hash) makes it retry, exactly as for
-//! a gather that is out of date: the verdicts are those of the default mode.
+//! One pipeline reads the registry, the deletion log after the last entry
+//! applied and each live bucket's counter; then the `f:`/`m:` entries of the
+//! handles inserted since, by whoever, a chunk per `HMGET`. A cold view loads
+//! the whole window this way. A view a little behind is safe: the commit is
+//! told its counters, so anything inserted after them that could meet the
+//! article makes it catch up and decide again.
 
 use std::time::Instant;
 
 use ::redis::Value;
 
-use super::codec::{encode_fingerprint, encode_meta};
 use super::conn::Conn;
-use super::{
-    array, backend, bad_reply, bytes, int, own_commits, parse_live, root_label, string,
-    verdict_among, BucketSnap, Committed, Probe, RedisIndex, ReplicaState, Snapshot,
-};
-use crate::index::{IndexEntry, IndexError, Outcome};
+use super::view::View;
+use super::{array, backend, bad_reply, bytes, int, parse_live, string, RedisIndex, ViewState};
+use crate::index::IndexError;
 use crate::keys::{slot, HANDLES_PER_CHUNK};
 
 /// How long a copy serves checks before it is brought up to date again. A
@@ -68,43 +64,64 @@ fn freshen(age: Option<std::time::Duration>, must: bool, write: bool) -> Freshen
 }
 
 impl RedisIndex {
-    fn replica_state(&self) -> &ReplicaState {
-        self.inner
-            .replica
-            .as_ref()
-            .expect("called in replica mode only")
+    fn view_state(&self) -> &ViewState {
+        &self.inner.view
     }
 
-    /// Replica mode: bring this process' copy of the live articles up to date
-    /// now (the first call loads the whole window: call it before serving, so
-    /// the first check does not wait for it). Does nothing in the default mode.
+    /// The view, locked. It is only a cache of Redis: a panic while filing
+    /// cannot leave it worse than stale, which the commit catches.
+    pub(super) fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        self.inner
+            .view
+            .copy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Bring this process' view of the live articles up to date now (the
+    /// first call loads the whole window: call it before serving, so the
+    /// first check does not wait for it).
     pub async fn sync(&self) -> Result<(), IndexError> {
-        if self.inner.replica.is_none() {
-            return Ok(());
-        }
         let mut conn = self.inner.conn.clone();
         let started = Instant::now();
-        self.sync_replica(&mut conn, true).await?;
+        self.catch_up(&mut conn, true).await?;
         tracing::info!(
-            articles = self.replica_articles().unwrap_or(0),
+            articles = self.view_articles(),
             seconds = started.elapsed().as_secs_f64(),
-            "replica up to date"
+            "view up to date"
         );
         Ok(())
     }
 
-    /// Articles held in this process' copy (replica mode), else `None`.
-    pub fn replica_articles(&self) -> Option<usize> {
-        let state = self.inner.replica.as_ref()?;
-        Some(lock(&state.copy).len())
+    /// Articles held in this process' view.
+    pub fn view_articles(&self) -> usize {
+        self.view().len()
+    }
+
+    /// Before a check decides: bring the view up to date, in the background
+    /// or now ([`freshen`]).
+    pub(super) async fn freshen(
+        &self,
+        conn: &mut Conn,
+        must: bool,
+        write: bool,
+    ) -> Result<(), IndexError> {
+        match freshen(self.copy_age(), must, write) {
+            Freshen::Now => self.catch_up(conn, must).await,
+            Freshen::InBackground => {
+                self.sync_in_background();
+                Ok(())
+            }
+            Freshen::No => Ok(()),
+        }
     }
 
     /// One task at a time brings the copy up to date; a task that finds
     /// another doing so waits for it and uses its work, unless that sync may
     /// have missed this process' own deletion (`must`: do one anyway). A copy
     /// that is a little behind is safe: the commit validates it.
-    async fn sync_replica(&self, conn: &mut Conn, must: bool) -> Result<(), IndexError> {
-        let state = self.replica_state();
+    async fn catch_up(&self, conn: &mut Conn, must: bool) -> Result<(), IndexError> {
+        let state = self.view_state();
         let _turn = match state.syncing.try_lock() {
             Ok(turn) => turn,
             Err(_) => {
@@ -123,7 +140,7 @@ impl RedisIndex {
             .unwrap_or_else(|e| e.into_inner())
             .deletes;
         let cached = self.cached_shapes();
-        let after = lock(&state.copy).deletions_read.clone();
+        let after = self.view().deletions_read.clone();
         let mut pipe = ::redis::pipe();
         pipe.cmd("ZRANGE")
             .arg(keys.buckets())
@@ -171,7 +188,7 @@ impl RedisIndex {
                 (label, start, n)
             })
             .collect();
-        let wanted = lock(&state.copy).plan(&live);
+        let wanted = self.view().plan(&live);
         self.fetch_handles(conn, &wanted).await?;
         // The deletion log, after the articles: one deleted before they were
         // fetched came without its entries, one deleted after is filed and
@@ -179,7 +196,7 @@ impl RedisIndex {
         loop {
             let full = deletions.len() == DELETIONS_PER_READ;
             {
-                let mut copy = lock(&state.copy);
+                let mut copy = self.view();
                 for (id, label, handle) in &deletions {
                     copy.forget(label, *handle);
                     copy.deletions_read.clone_from(id);
@@ -188,7 +205,7 @@ impl RedisIndex {
             if !full {
                 break;
             }
-            let after = lock(&state.copy).deletions_read.clone();
+            let after = self.view().deletions_read.clone();
             let mut pipe = ::redis::pipe();
             deletions_after(&mut pipe, &keys.deletions(), &after);
             let mut replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
@@ -204,7 +221,7 @@ impl RedisIndex {
     /// How old the copy is: since the start of the last sync that completed
     /// (`None`: never synced, or this process deleted an article since).
     fn copy_age(&self) -> Option<std::time::Duration> {
-        let state = self.replica_state();
+        let state = self.view_state();
         state
             .synced
             .lock()
@@ -217,7 +234,7 @@ impl RedisIndex {
     /// way. A failure is left for the next check's sync to meet: once the copy
     /// is [`MAX_STALENESS`] old, checks sync themselves and report it.
     fn sync_in_background(&self) {
-        let state = self.replica_state();
+        let state = self.view_state();
         if state
             .refreshing
             .swap(true, std::sync::atomic::Ordering::AcqRel)
@@ -230,7 +247,7 @@ impl RedisIndex {
         impl Drop for Refreshing {
             fn drop(&mut self) {
                 self.0
-                    .replica_state()
+                    .view_state()
                     .refreshing
                     .store(false, std::sync::atomic::Ordering::Release);
             }
@@ -238,8 +255,8 @@ impl RedisIndex {
         let guard = Refreshing(self.clone());
         tokio::spawn(async move {
             let mut conn = guard.0.inner.conn.clone();
-            if let Err(e) = guard.0.sync_replica(&mut conn, false).await {
-                tracing::debug!(error = %e, "background sync of the replica failed");
+            if let Err(e) = guard.0.catch_up(&mut conn, false).await {
+                tracing::debug!(error = %e, "background catch-up of the view failed");
             }
         });
     }
@@ -252,7 +269,6 @@ impl RedisIndex {
         wanted: &[(String, u64, u64)],
     ) -> Result<(), IndexError> {
         let keys = &self.inner.keys;
-        let state = self.replica_state();
         // (label, first handle, last handle) per chunk.
         let mut chunks: Vec<(&str, u64, u64)> = Vec::new();
         for (label, from, to) in wanted {
@@ -288,7 +304,7 @@ impl RedisIndex {
                         Ok((!p.is_empty() && !m.is_empty()).then_some((p, m)))
                     })
                     .collect::<Result<Vec<_>, IndexError>>()?;
-                lock(&state.copy)
+                self.view()
                     .apply(label, first, records)
                     .map_err(|reason| IndexError::Corrupt {
                         id: format!("{label}:{first}"),
@@ -298,148 +314,16 @@ impl RedisIndex {
             let done = (n + 1) * (FETCH_COMMANDS / 2);
             if total > 10_000 && done % 10_000 < FETCH_COMMANDS / 2 {
                 tracing::info!(
-                    articles = self.replica_articles().unwrap_or(0),
+                    articles = self.view_articles(),
                     chunks = done.min(total),
                     of = total,
                     seconds = started.elapsed().as_secs_f64(),
-                    "loading the replica"
+                    "loading the view"
                 );
             }
         }
         Ok(())
     }
-
-    /// [`RedisIndex::check`] in replica mode.
-    pub(super) async fn check_replica(
-        &self,
-        entry: &IndexEntry,
-        write: bool,
-    ) -> Result<Outcome, IndexError> {
-        let inner = &self.inner;
-        let state = self.replica_state();
-        let cfg = &inner.config;
-        let fp = &entry.fingerprint;
-        let probe = Probe::new(entry, cfg, inner.bucket_ms, inner.default_shape);
-        let mut conn = inner.conn.clone();
-        let mut examined = 0u32;
-        let mut must = false;
-        for _ in 0..inner.max_attempts {
-            // A query has no commit to validate it: always up to date. After a
-            // conflict, read what caused it before deciding again.
-            match freshen(self.copy_age(), must, write) {
-                Freshen::Now => self.sync_replica(&mut conn, must).await?,
-                Freshen::InBackground => self.sync_in_background(),
-                Freshen::No => {}
-            }
-            must = true;
-            let (verdict, snap) = {
-                let mut copy = lock(&state.copy);
-                // Read under the copy's lock: a sync learns a bucket's shape
-                // before the copy holds it, so every bucket the copy holds has
-                // its shape here (read before the lock, a bucket the copy had
-                // just taken in went to the commit as out of range, unvalidated).
-                let shapes: std::collections::HashMap<String, u32> = self
-                    .cached_shapes()
-                    .into_iter()
-                    .filter_map(|(label, _, bits)| Some((label, bits?)))
-                    .collect();
-                if let Some(stored) = copy.find_id(&entry.id) {
-                    return Ok(Outcome {
-                        verdict: stored.meta.verdict,
-                        replayed: true,
-                        examined: 0,
-                    });
-                }
-                let (found, n, views) = copy.candidates(fp, cfg, (probe.lo, probe.hi), &shapes);
-                let horizon = copy.horizon(&mut own_commits(inner));
-                drop(copy);
-                examined = examined.saturating_add(n);
-                let verdict = verdict_among(entry, found.iter().collect(), cfg);
-                // Where the root is: among the candidates, or (a chain: the
-                // match is itself a duplicate) anywhere in the copy.
-                let root_label = root_label(&verdict, found.iter()).or_else(|| {
-                    let root = &verdict.duplicate()?.dup_of;
-                    lock(&state.copy).find_id(root).map(|c| c.label)
-                });
-                let buckets = views
-                    .into_iter()
-                    .map(|v| BucketSnap {
-                        bits: shapes.get(&v.label).copied(),
-                        counter: if v.synced == 0 {
-                            String::new()
-                        } else {
-                            v.synced.to_string()
-                        },
-                        // Probed buckets are validated even when the copy holds none
-                        // of their articles yet (another task's sync has listed a new
-                        // bucket and not fetched it): the commit then tests every
-                        // article in it. Out of range, a check decided at that moment
-                        // passed validation unseen and could be stored beside its
-                        // near-duplicate (found by the racing tests when decisions
-                        // moved into a commit task, which made it frequent).
-                        in_range: v.probed && shapes.contains_key(&v.label),
-                        label: v.label,
-                        start: v.start,
-                        members: Vec::new(),
-                        empty_sets: v.empty_sets,
-                        content_value: Vec::new(),
-                        signature_values: Vec::new(),
-                        resolved: Vec::new(),
-                        cands: Vec::new(),
-                        full: Some(v.full),
-                    })
-                    .collect();
-                (
-                    verdict,
-                    Snapshot {
-                        buckets,
-                        horizon: Some(horizon),
-                        root_label,
-                    },
-                )
-            };
-            if !write {
-                return Ok(Outcome {
-                    verdict,
-                    replayed: false,
-                    examined,
-                });
-            }
-            let committed = self
-                .commit(&mut conn, entry, &probe, &snap, &verdict)
-                .await?;
-            if let Committed::Ok(handle) = committed {
-                // File it now: the next check need not fetch it.
-                let offset = u32::try_from(entry.ts_ms - probe.start)
-                    .expect("a bucket is shorter than 2^32 ms");
-                let record = (
-                    encode_fingerprint(fp),
-                    encode_meta(&entry.id, &verdict, offset, fp.words).into_bytes(),
-                );
-                lock(&state.copy)
-                    .stored(&probe.label, handle, record)
-                    .map_err(|reason| IndexError::Corrupt {
-                        id: entry.id.clone(),
-                        reason,
-                    })?;
-            }
-            if let Some(outcome) = self
-                .settle(&mut conn, entry, committed, verdict, examined)
-                .await?
-            {
-                return Ok(outcome);
-            }
-        }
-        Err(IndexError::Contention {
-            attempts: inner.max_attempts,
-        })
-    }
-}
-
-fn lock(m: &std::sync::Mutex<super::Replica>) -> std::sync::MutexGuard<'_, super::Replica> {
-    // The copy is only a cache of Redis: a panic while filing cannot leave it
-    // worse than stale, which the commit catches.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `XRANGE` of the deletion log after entry `after` ("" = from the start).

@@ -1,23 +1,20 @@
-//! A worker's in-memory copy of a namespace's articles (`replica` mode).
+//! A worker's view: an in-memory copy of a namespace's live articles, where
+//! its checks find their candidates.
 //!
-//! Why: a check in the default mode reads ~40 keys from Redis (block sets and
-//! lookup lists in every live bucket, then the articles they name), ≈ 110 µs
-//! of Redis time at 1 M articles, and Redis' time is what every worker
-//! shares. In replica mode a worker keeps every live article's packed
-//! fingerprint and meta (what `f:` and `m:` hold) and finds candidates in
-//! memory, exactly as the embedded index does; Redis only tells it what is
-//! new (the bucket counters, then the `f:`/`m:` entries of the new handles,
-//! ~2 values per article per worker) and runs the commit, which validates
-//! the decision by what was inserted since the copy's counters just as it
-//! validates a gather's reads. The copy is a cache: it is rebuilt from Redis
-//! whenever a worker starts, so a worker still keeps nothing of its own.
+//! A worker keeps every live article's packed fingerprint and meta (what
+//! `f:` and `m:` hold) and finds candidates in memory, exactly as the
+//! embedded index does, through the keys of [`crate::index::meet`]; Redis
+//! only tells it what is new (the bucket counters, then the `f:`/`m:` entries
+//! of the new handles: `catch_up.rs`) and runs the commit, which validates the
+//! decision against everything inserted since the view's counters. The view
+//! is a cache: it is built from Redis whenever a worker starts, so a worker
+//! keeps nothing of its own.
 //!
 //! Pure data, no I/O: `RedisIndex` fetches, this module files and searches.
 
 use std::collections::HashMap;
 
 use super::codec::{decode_fingerprint, decode_meta};
-use super::own_commits::{Horizon, OwnCommits};
 use super::Cand;
 use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
@@ -27,7 +24,7 @@ use crate::simhash::{blocks, hamming};
 
 /// The copies of the live buckets, and how far the deletion log was read.
 #[derive(Debug, Default)]
-pub(crate) struct Replica {
+pub(crate) struct View {
     buckets: HashMap<String, BucketCopy>,
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
@@ -38,10 +35,6 @@ pub(crate) struct Replica {
     /// Handles deleted before they were filed (an own insert deleted at once):
     /// filed as deleted when their turn comes.
     forgotten: std::collections::HashSet<(String, u64)>,
-    /// A bucket this copy had filed articles of was emptied (its start
-    /// changed): commits taken as filed are not any more ([`OwnCommits`]);
-    /// the next horizon forgets them.
-    dropped_filed: bool,
 }
 
 /// A stored article as `f:` and `m:` hold it: packed fingerprint, meta.
@@ -198,10 +191,9 @@ impl<K: std::hash::Hash + Eq + Copy> Lists<K> {
     }
 }
 
-/// What a replica check needs of one live bucket besides its candidates.
+/// What a check needs of one live bucket besides its candidates.
 pub(crate) struct BucketView {
     pub(crate) label: String,
-    pub(crate) start: i64,
     pub(crate) synced: u64,
     /// Inside the probed range (and the fingerprint not empty): searched.
     pub(crate) probed: bool,
@@ -214,23 +206,12 @@ pub(crate) struct BucketView {
     pub(crate) empty_sets: String,
 }
 
-impl Replica {
-    pub(crate) fn new(lookup_signatures: usize) -> Replica {
-        Replica {
+impl View {
+    pub(crate) fn new(lookup_signatures: usize) -> View {
+        View {
             lookup_signatures,
-            ..Replica::default()
+            ..View::default()
         }
-    }
-
-    /// A check decides now: which of this process' commits it must test
-    /// ([`OwnCommits::horizon`]), given what the copy holds.
-    /// Call it under the copy's lock, so that the horizon matches the
-    /// counters the check decides by.
-    pub(crate) fn horizon(&mut self, commits: &mut OwnCommits) -> Horizon {
-        if std::mem::take(&mut self.dropped_filed) {
-            commits.forget_all();
-        }
-        commits.horizon(|label| self.buckets.get(label).map(|copy| copy.synced))
     }
 
     /// Keep the copies of the `live` buckets only (a bucket gone from the
@@ -251,7 +232,6 @@ impl Replica {
             // retention): this process filed its own inserts after the counter
             // was read.
             if copy.start != *start {
-                self.dropped_filed |= copy.synced > 0;
                 *copy = BucketCopy::default();
                 self.own.remove(label);
             }
@@ -406,7 +386,6 @@ impl Replica {
             let copy = &self.buckets[label];
             let mut view = BucketView {
                 label: label.clone(),
-                start: copy.start,
                 synced: copy.synced,
                 probed: lookup.is_some(),
                 full: String::new(),
@@ -593,7 +572,7 @@ mod tests {
 
     #[test]
     fn files_in_handle_order_and_finds_by_block_content_and_sketch() {
-        let mut r = Replica::new(4);
+        let mut r = View::new(4);
         let live = vec![("b1".to_owned(), 0i64, 3u64)];
         assert_eq!(r.plan(&live), vec![("b1".to_owned(), 1, 3)]);
         // Handle 2 arrives first from a second fetch: not filed (a gap).
@@ -650,7 +629,7 @@ mod tests {
 
     #[test]
     fn lists_hold_the_first_articles_of_a_hash_only() {
-        let mut r = Replica::new(4);
+        let mut r = View::new(4);
         let n = LISTED_PER_HASH as u64 + 3;
         r.plan(&[("b".to_owned(), 0, n)]);
         let records = (0..n)
@@ -681,7 +660,7 @@ mod tests {
 
     #[test]
     fn a_bucket_gone_from_the_registry_is_dropped_and_a_lagging_counter_kept() {
-        let mut r = Replica::new(4);
+        let mut r = View::new(4);
         r.plan(&[("b".to_owned(), 0, 1)]);
         r.apply("b", 1, vec![record("a", 1, 1, &[1])]).unwrap();
         assert_eq!(r.plan(&[("c".to_owned(), 10, 0)]), vec![]);
@@ -707,7 +686,7 @@ mod tests {
 
     #[test]
     fn own_inserts_are_filed_in_handle_order_and_deletions_before_filing_hold() {
-        let mut r = Replica::new(4);
+        let mut r = View::new(4);
         r.plan(&[("b".to_owned(), 0, 0)]);
         let rec = |id: &str, c: u64| record(id, c, c, &[c as u32]).unwrap();
         // Handle 2 is stored first (another task's commit ran later): it waits.
@@ -739,7 +718,7 @@ mod tests {
 
     #[test]
     fn empty_set_flags_follow_the_layout() {
-        let mut r = Replica::new(4);
+        let mut r = View::new(4);
         r.plan(&[("b".to_owned(), 0, 1)]);
         // Blocks (most significant first): 0001 0002 0003 0004.
         r.apply("b", 1, vec![record("a", 0x0001_0002_0003_0004, 1, &[1])])

@@ -1,0 +1,101 @@
+//! Which articles can meet: the one definition of the keys a candidate is
+//! found through.
+//!
+//! An article finds its candidates through its four 16-bit SimHash blocks
+//! (every SimHash within distance 3 shares one with it at its position: the
+//! pigeonhole rule), its content hash and its lookup sketch hashes (the first
+//! `lookup_signatures` of its sorted sketch). Two articles that share none of
+//! these are never each other's candidates, so:
+//! - the candidate index ([`super::candidates`]) files and finds by them;
+//! - a worker may decide two such articles in either order, at once
+//!   (`src/worker/mod.rs`);
+//! - `lua/commit.lua` counts an article inserted since a worker's view as a
+//!   conflict exactly when [`Keys::meets`] says so for its packed fingerprint
+//!   (the script receives the lookup count from [`Keys::lookup`]).
+
+use crate::fingerprint::Fingerprint;
+use crate::simhash::blocks;
+
+/// What an article is found through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keys<'a> {
+    /// The SimHash's blocks, most significant first.
+    pub blocks: [u16; 4],
+    pub content: u64,
+    /// The lookup sketch hashes (a prefix of the sorted sketch).
+    pub lookup: &'a [u32],
+}
+
+impl<'a> Keys<'a> {
+    /// `None` for an empty fingerprint: it is never compared nor indexed.
+    pub fn of(fp: &'a Fingerprint, lookup_signatures: usize) -> Option<Keys<'a>> {
+        if fp.is_empty() {
+            return None;
+        }
+        Some(Keys {
+            blocks: blocks(fp.simhash),
+            content: fp.content,
+            lookup: fp.lookup_signatures(lookup_signatures),
+        })
+    }
+
+    /// Whether an article with fingerprint `other` can change what a check
+    /// through these keys finds: it has one of the blocks (at any position:
+    /// small Redis buckets share one block set among positions), the content
+    /// hash, or one of the lookup hashes anywhere in its sketch. A superset
+    /// of "is found through them", never smaller: an extra retry at worst.
+    pub fn meets(&self, other: &Fingerprint) -> bool {
+        if other.is_empty() {
+            return false;
+        }
+        let theirs = blocks(other.simhash);
+        self.content == other.content
+            || self.blocks.iter().any(|b| theirs.contains(b))
+            || self
+                .lookup
+                .iter()
+                .any(|s| other.signatures.binary_search(s).is_ok())
+    }
+}
+
+/// Whether the verdict on one of two articles can depend on whether the other
+/// is stored yet, for any lookup count: the same id, or keys they share
+/// ([`Keys::meets`] with every sketch hash).
+pub fn may_meet(a_id: &str, a: &Fingerprint, b_id: &str, b: &Fingerprint) -> bool {
+    a_id == b_id || Keys::of(a, usize::MAX).is_some_and(|k| k.meets(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fp(simhash: u64, content: u64, signatures: Vec<u32>) -> Fingerprint {
+        Fingerprint {
+            simhash,
+            content,
+            signatures,
+            words: 10,
+        }
+    }
+
+    #[test]
+    fn articles_meet_through_a_block_the_content_or_a_lookup_hash() {
+        let a = fp(0x1111_2222_3333_4444, 7, vec![1, 5, 9]);
+        let keys = Keys::of(&a, 2).unwrap();
+        assert_eq!(keys.lookup, [1, 5]);
+        // A block, at another position too.
+        assert!(keys.meets(&fp(0x4444_0000_0000_0000, 8, vec![])));
+        assert!(keys.meets(&fp(0, 7, vec![])));
+        assert!(keys.meets(&fp(0, 8, vec![0, 5])));
+        // The third sketch hash is not a lookup hash.
+        assert!(!keys.meets(&fp(0, 8, vec![9])));
+        assert!(may_meet("a", &a, "b", &fp(0, 8, vec![9])));
+        assert!(!may_meet("a", &a, "b", &fp(0, 8, vec![10])));
+        assert!(may_meet("a", &a, "a", &fp(0, 8, vec![10])));
+        // An empty fingerprint meets nothing.
+        let empty = fp(0, 7, vec![]);
+        let empty = Fingerprint { words: 0, ..empty };
+        assert!(Keys::of(&empty, 2).is_none());
+        assert!(!keys.meets(&empty));
+    }
+}

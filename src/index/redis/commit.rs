@@ -1,0 +1,273 @@
+//! The commit: what `lua/commit.lua` is told, and what its answer means.
+//!
+//! [`CommitArgs`] names every argument; [`CommitArgs::argv`] is the one place
+//! that lays them out in the order the script reads them (a test pins it).
+
+use ::redis::Value;
+
+use super::codec::{encode_fingerprint, simhash_member};
+use super::{array, bad_reply, int, string};
+use crate::fingerprint::Fingerprint;
+use crate::index::meet;
+use crate::index::IndexError;
+use crate::keys::id_hash_hex;
+
+/// One commit of an article decided from a worker's view.
+#[derive(Debug, Clone)]
+pub(super) struct CommitArgs<'a> {
+    /// The namespace's key prefix.
+    pub prefix: &'a str,
+    pub id: &'a str,
+    /// The article's bucket: label and start (unix ms).
+    pub label: &'a str,
+    pub start: i64,
+    /// How long a bucket's keys live after it starts (bucket length + window).
+    pub retention_ms: u64,
+    pub fingerprint: &'a Fingerprint,
+    /// The article's meta ([`super::codec::encode_meta`]).
+    pub meta: &'a str,
+    /// Lookup sketch hashes per article (`decision.lookup_signatures`).
+    pub lookup_signatures: usize,
+    /// A duplicate's cluster root, and the bucket to look for it in first.
+    pub root: Option<(&'a str, Option<&'a str>)>,
+    /// Shape bits of a new bucket with no older one to size it by.
+    pub default_shape: u32,
+    /// The own bucket's shape bits, when the view knows them.
+    pub own_shape: Option<u32>,
+    /// '1' per block position whose set may be empty in the own bucket (the
+    /// insert then gives it its expiry); "" when unknown.
+    pub empty_sets: &'a str,
+    /// What to validate: the view's buckets, or nothing (a bulk preload).
+    pub validate: Validate,
+}
+
+/// What a commit validates.
+#[derive(Debug, Clone)]
+pub(super) enum Validate {
+    /// Benchmarks only: store without any check ([`super::RedisIndex::preload`]).
+    Nothing,
+    /// Every live bucket the view holds, oldest first.
+    Since(Vec<BucketCheck>),
+}
+
+/// One live bucket as the view that decided held it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct BucketCheck {
+    pub label: String,
+    /// Handles the view holds (`1..=counter`).
+    pub counter: u64,
+    /// Searched for candidates: inserts since are tested, not only the id.
+    pub in_range: bool,
+    /// '1' per list the check looked up that was full in the view (the
+    /// content list, then each lookup sketch hash's): a full list is never
+    /// appended to, so an insert meeting the article only through it
+    /// changes nothing the check found.
+    pub full: String,
+}
+
+impl CommitArgs<'_> {
+    /// The script's ARGV, in its order (`lua/commit.lua` names them).
+    pub fn argv(&self) -> Vec<Vec<u8>> {
+        let fp = self.fingerprint;
+        let keys = meet::Keys::of(fp, self.lookup_signatures);
+        let expire_at = (self.start as u64 + self.retention_ms).div_ceil(1000);
+        let (root, hint) = self.root.unwrap_or(("", None));
+        let root_hash = if root.is_empty() {
+            String::new()
+        } else {
+            id_hash_hex(root)
+        };
+        let text = |s: &str| s.as_bytes().to_vec();
+        let mut argv = vec![
+            text(self.prefix),
+            text(self.id),
+            text(&id_hash_hex(self.id)),
+            text(self.label),
+            text(&self.start.to_string()),
+            text(&self.retention_ms.to_string()),
+            text(&expire_at.to_string()),
+            text(&format!("{:016x}", fp.simhash)),
+            text(&simhash_member(fp.simhash)),
+            encode_fingerprint(fp),
+            text(self.meta),
+            text(if keys.is_some() { "1" } else { "0" }),
+            text(root),
+            text(&root_hash),
+            text(hint.unwrap_or("")),
+            text(&self.default_shape.to_string()),
+            text(&keys.map_or(0, |k| k.lookup.len()).to_string()),
+            text(&self.own_shape.map_or(String::new(), |b| b.to_string())),
+            text(self.empty_sets),
+        ];
+        match &self.validate {
+            Validate::Nothing => argv.push(text("-1")),
+            Validate::Since(buckets) => {
+                for b in buckets {
+                    argv.push(text(&b.label));
+                    argv.push(if b.counter == 0 {
+                        Vec::new()
+                    } else {
+                        text(&b.counter.to_string())
+                    });
+                    argv.push(text(if b.in_range { "1" } else { "0" }));
+                    argv.push(text(&b.full));
+                }
+            }
+        }
+        argv
+    }
+}
+
+/// commit.lua's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Committed {
+    /// Stored, under this handle of the article's bucket.
+    Ok(u64),
+    /// Past its retention: decided, stored nowhere.
+    Expired,
+    /// The id is stored already.
+    Replay,
+    /// Something inserted since the view can change the decision (the reason).
+    Retry(String),
+}
+
+/// Read commit.lua's reply; a bucket of another key layout is refused.
+pub(super) fn parse_reply(reply: Value, prefix: &str) -> Result<Committed, IndexError> {
+    let mut it = array(reply)?.into_iter();
+    Ok(match string(it.next())?.as_str() {
+        "ok" => Committed::Ok(
+            u64::try_from(int(it.next())?).map_err(|_| bad_reply("a negative handle"))?,
+        ),
+        "expired" => Committed::Expired,
+        "replay" => Committed::Replay,
+        "retry" => Committed::Retry(string(it.next()).unwrap_or_default()),
+        "layout" => return Err(old_layout(prefix, &string(it.next()).unwrap_or_default())),
+        other => return Err(bad_reply(other)),
+    })
+}
+
+/// The refusal of a bucket written with the lookup lists (`h:`, `c:`, `s:`)
+/// of an earlier key layout, which this version neither reads nor writes.
+pub(super) fn old_layout(prefix: &str, label: &str) -> IndexError {
+    IndexError::Config(format!(
+        "bucket {label} ({prefix}n:{label}) was written with an earlier key layout \
+         (lookup lists h:/c:/s:, no field l = 0); this version cannot share it: \
+         use a new namespace, or stop the old workers and let the namespace's keys \
+         expire (bucket length + window, 72 h by default) before starting these \
+         (docs/operations.md, \"Upgrading a namespace\")"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args<'a>(fp: &'a Fingerprint, validate: Validate) -> CommitArgs<'a> {
+        CommitArgs {
+            prefix: "simdedup:{news}:",
+            id: "article-1",
+            label: "2025010500",
+            start: 1_736_035_200_000,
+            retention_ms: 72 * 3_600_000,
+            fingerprint: fp,
+            meta: "5|100|d|2|h|1|r",
+            lookup_signatures: 2,
+            root: Some(("r", Some("2025010400"))),
+            default_shape: 13,
+            own_shape: Some(12),
+            empty_sets: "0100",
+            validate,
+        }
+    }
+
+    #[test]
+    fn the_arguments_are_laid_out_as_commit_lua_reads_them() {
+        let fp = Fingerprint {
+            simhash: 0x0123_4567_89ab_cdef,
+            content: 7,
+            signatures: vec![3, 4, 5],
+            words: 100,
+        };
+        let views = vec![
+            BucketCheck {
+                label: "2025010400".into(),
+                counter: 0,
+                in_range: true,
+                full: "000".into(),
+            },
+            BucketCheck {
+                label: "2025010500".into(),
+                counter: 41,
+                in_range: true,
+                full: "010".into(),
+            },
+        ];
+        let argv = args(&fp, Validate::Since(views)).argv();
+        let text: Vec<String> = argv
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        assert_eq!(
+            &text[..9],
+            [
+                "simdedup:{news}:",
+                "article-1",
+                "897cad",
+                "2025010500",
+                "1736035200000",
+                "259200000",
+                "1736294400",
+                "0123456789abcdef",
+                "81985529216486895",
+            ]
+        );
+        assert_eq!(argv[9], encode_fingerprint(&fp));
+        assert_eq!(
+            &text[10..],
+            [
+                "5|100|d|2|h|1|r",
+                "1",
+                "r",
+                &id_hash_hex("r"),
+                "2025010400",
+                "13",
+                "2",
+                "12",
+                "0100",
+                "2025010400",
+                "",
+                "1",
+                "000",
+                "2025010500",
+                "41",
+                "1",
+                "010",
+            ]
+        );
+        let preload = args(&fp, Validate::Nothing).argv();
+        assert_eq!(preload.len(), 20);
+        assert_eq!(preload[19], b"-1");
+        // An empty fingerprint is not indexed and looks nothing up.
+        let empty = Fingerprint {
+            words: 0,
+            ..fp.clone()
+        };
+        let argv = args(&empty, Validate::Nothing).argv();
+        assert_eq!((&argv[11][..], &argv[16][..]), (&b"0"[..], &b"0"[..]));
+    }
+
+    #[test]
+    fn an_old_layout_is_refused_with_what_to_do() {
+        let reply = Value::Array(vec![
+            Value::BulkString(b"layout".to_vec()),
+            Value::BulkString(b"2025010500".to_vec()),
+        ]);
+        let err = parse_reply(reply, "simdedup:{news}:").unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, IndexError::Config(_)));
+        assert!(
+            text.contains("simdedup:{news}:n:2025010500") && text.contains("new namespace"),
+            "{text}"
+        );
+    }
+}
