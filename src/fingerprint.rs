@@ -110,7 +110,7 @@ impl Fingerprinter {
         let config = FingerprintConfig::default();
         Ok(Self::new(
             Tokenizer::new(config.hmm),
-            IdfTable::builtin()?,
+            IdfTable::builtin(),
             config,
         ))
     }
@@ -280,7 +280,7 @@ mod tests {
             top_words: 1,
             ..Default::default()
         };
-        let one = Fingerprinter::new(base.tokenizer().clone(), IdfTable::builtin().unwrap(), cfg);
+        let one = Fingerprinter::new(base.tokenizer().clone(), IdfTable::builtin(), cfg);
         // With one feature the SimHash is that feature's hash.
         let h = one.fingerprint("apple apple banana").simhash;
         assert_eq!(h, crate::simhash::hash_bytes(b"apple"));

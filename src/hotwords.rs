@@ -71,14 +71,7 @@ impl HotWords {
         hot: usize,
     ) -> Self {
         let stop: Vec<&str> = stop_words.into_iter().filter(|w| !w.is_empty()).collect();
-        let mut common: Vec<(&str, f64)> = idf
-            .iter()
-            .filter(|(w, _)| w.chars().nth(1).is_some())
-            .collect();
-        if common.len() > hot {
-            common.select_nth_unstable_by(hot, |a, b| a.1.total_cmp(&b.1).then(a.0.cmp(b.0)));
-            common.truncate(hot);
-        }
+        let common = idf.lowest(hot, |w| w.chars().nth(1).is_some());
         // Load factor 0.375–0.75: with 16 k words, 32 k slots of 32 bytes (1 MB).
         let capacity = ((stop.len() + common.len()) * 3 / 2)
             .next_power_of_two()
@@ -295,7 +288,7 @@ mod tests {
 
     #[test]
     fn builtin_table_agrees_with_the_idf_table() {
-        let idf = IdfTable::builtin().unwrap();
+        let idf = IdfTable::builtin();
         let tokenizer = crate::tokenize::Tokenizer::new(false);
         let hot = HotWords::build(&idf, tokenizer.stop_words(), HOT_WORDS);
         let mut hits = 0;

@@ -1,8 +1,9 @@
 //! IDF tables: how rare (and so how telling) each word is.
 //!
 //! The default is jieba's own table (the `idf.txt` that ships with jieba and
-//! jieba-rs, ~270 k Chinese words). Words missing from a table get its median IDF,
-//! as jieba does. `simdedup idf build` makes a table from one's own corpus, which
+//! jieba-rs, ~270 k Chinese words), built into the binary at compile time
+//! (`build.rs`): a process maps it instead of parsing it. Words missing from a
+//! table get its median IDF, as jieba does. `simdedup idf build` makes a table from one's own corpus, which
 //! matters for English and for domain vocabulary the default never saw.
 //!
 //! File format (jieba's): one `word idf` pair per line, separated by whitespace.
@@ -14,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
 
+use crate::dictionary::{take_f64, take_u32};
 use crate::tokenize::Tokenizer;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,29 +35,100 @@ pub enum IdfError {
     },
     #[error("IDF table {path} has no entries")]
     Empty { path: String },
-    #[error("jieba-rs's built-in IDF table could not be read (its Debug layout changed: {0})")]
-    Builtin(&'static str),
 }
 
 /// Word → inverse document frequency.
 #[derive(Debug, Clone)]
 pub struct IdfTable {
-    // Fx: looked up once per distinct word of every article; SipHash's DoS
-    // resistance buys nothing for a table we load ourselves.
-    idf: FxHashMap<String, f64>,
+    words: Words,
     median: f64,
 }
 
+#[derive(Debug, Clone)]
+enum Words {
+    /// jieba's table, as `build.rs` laid it out.
+    Builtin(&'static Builtin),
+    // Fx: looked up once per distinct word of every article; SipHash's DoS
+    // resistance buys nothing for a table we load ourselves.
+    Map(FxHashMap<String, f64>),
+}
+
+/// The compile-time table: words in rising IDF order (ties by word), a trie
+/// from word to position.
+struct Builtin {
+    trie: crawdad::Trie,
+    /// IDF of word `i` at bytes `8 i..8 i + 8` (little-endian `f64`).
+    idf: &'static [u8],
+    /// End of word `i` in `text` at bytes `4 i..4 i + 4` (little-endian `u32`).
+    ends: &'static [u8],
+    text: &'static str,
+}
+
+impl std::fmt::Debug for Builtin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builtin")
+            .field("words", &self.len())
+            .finish()
+    }
+}
+
+impl Builtin {
+    fn len(&self) -> usize {
+        self.idf.len() / 8
+    }
+
+    #[inline]
+    fn idf(&self, i: usize) -> f64 {
+        f64::from_le_bytes(self.idf[8 * i..8 * i + 8].try_into().unwrap_or_default())
+    }
+
+    fn end(&self, i: usize) -> usize {
+        u32::from_le_bytes(self.ends[4 * i..4 * i + 4].try_into().unwrap_or_default()) as usize
+    }
+
+    fn word(&self, i: usize) -> &'static str {
+        let start = if i == 0 { 0 } else { self.end(i - 1) };
+        &self.text[start..self.end(i)]
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+        (0..self.len()).map(|i| (self.word(i), self.idf(i)))
+    }
+}
+
+/// The table `build.rs` made (layout described there).
+static IDF_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/idf.bin"));
+
 impl IdfTable {
-    /// jieba's built-in table, loaded once per process and shared.
-    pub fn builtin() -> Result<Arc<IdfTable>, IdfError> {
-        static BUILTIN: OnceLock<Result<Arc<IdfTable>, &'static str>> = OnceLock::new();
-        BUILTIN
-            .get_or_init(|| {
-                parse_jieba_debug(&format!("{:?}", jieba_rs::TfIdf::default())).map(Arc::new)
-            })
-            .clone()
-            .map_err(IdfError::Builtin)
+    /// jieba's built-in table, unpacked once per process (a few milliseconds)
+    /// and shared.
+    pub fn builtin() -> Arc<IdfTable> {
+        static BUILTIN: OnceLock<(Builtin, f64)> = OnceLock::new();
+        let (builtin, median) = BUILTIN.get_or_init(|| {
+            let (median, rest) = take_f64(IDF_BIN);
+            let (n, rest) = take_u32(rest);
+            let n = n as usize;
+            let (idf, rest) = rest.split_at(8 * n);
+            let (ends, rest) = rest.split_at(4 * n);
+            let text_len =
+                u32::from_le_bytes(ends[4 * n - 4..].try_into().unwrap_or_default()) as usize;
+            let (text, rest) = rest.split_at(text_len.next_multiple_of(4));
+            let text = std::str::from_utf8(&text[..text_len]).expect("build.rs wrote UTF-8 words");
+            let (trie, _) = crawdad::Trie::deserialize_from_slice(rest);
+            (
+                Builtin {
+                    trie,
+                    idf,
+                    ends,
+                    text,
+                },
+                median,
+            )
+        });
+        Arc::new(IdfTable {
+            words: Words::Builtin(builtin),
+            median: *median,
+        })
     }
 
     /// Load a `word idf` table from a file.
@@ -115,17 +188,46 @@ impl IdfTable {
             .get(values.len().saturating_sub(1) / 2)
             .copied()
             .unwrap_or(1.0);
-        IdfTable { idf, median }
+        IdfTable {
+            words: Words::Map(idf),
+            median,
+        }
     }
 
     /// The IDF of `word`, or the table's median when the word is unknown.
     pub fn get(&self, word: &str) -> f64 {
-        self.idf.get(word).copied().unwrap_or(self.median)
+        match &self.words {
+            Words::Builtin(b) => b
+                .trie
+                .exact_match(word.chars())
+                .map_or(self.median, |i| b.idf(i as usize)),
+            Words::Map(map) => map.get(word).copied().unwrap_or(self.median),
+        }
     }
 
     /// Every word of the table with its IDF, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, f64)> + '_ {
-        self.idf.iter().map(|(w, &v)| (w.as_str(), v))
+    pub fn iter(&self) -> Box<dyn Iterator<Item = (&str, f64)> + '_> {
+        match &self.words {
+            Words::Builtin(b) => Box::new(b.iter().map(|(w, v)| -> (&str, f64) { (w, v) })),
+            Words::Map(map) => Box::new(map.iter().map(|(w, &v)| (w.as_str(), v))),
+        }
+    }
+
+    /// The `n` words of lowest IDF (ties by word) among those `keep` accepts,
+    /// in no particular order.
+    pub fn lowest(&self, n: usize, keep: impl Fn(&str) -> bool) -> Vec<(&str, f64)> {
+        match &self.words {
+            // Already in rising order.
+            Words::Builtin(b) => b.iter().filter(|(w, _)| keep(w)).take(n).collect(),
+            Words::Map(_) => {
+                let mut rows: Vec<(&str, f64)> = self.iter().filter(|(w, _)| keep(w)).collect();
+                if rows.len() > n {
+                    rows.select_nth_unstable_by(n, |a, b| a.1.total_cmp(&b.1).then(a.0.cmp(b.0)));
+                    rows.truncate(n);
+                }
+                rows
+            }
+        }
     }
 
     pub fn median(&self) -> f64 {
@@ -133,77 +235,15 @@ impl IdfTable {
     }
 
     pub fn len(&self) -> usize {
-        self.idf.len()
+        match &self.words {
+            Words::Builtin(b) => b.len(),
+            Words::Map(map) => map.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.idf.is_empty()
+        self.len() == 0
     }
-}
-
-/// jieba-rs keeps its table private, but `TfIdf` derives `Debug`, which prints
-/// `TfIdf { idf_dict: {"word": 1.23, ...}, median_idf: 4.56, .. }`. Reading that once
-/// gives us jieba's exact table without shipping a second 6 MB copy of it. A test
-/// pins known entries so a layout change upstream fails loudly.
-fn parse_jieba_debug(debug: &str) -> Result<IdfTable, &'static str> {
-    let start = debug.find("idf_dict: {").ok_or("no `idf_dict: {`")? + "idf_dict: {".len();
-    let bytes = debug.as_bytes();
-    let mut idf = FxHashMap::default();
-    idf.reserve(300_000);
-    let mut i = start;
-    loop {
-        while bytes.get(i) == Some(&b' ') || bytes.get(i) == Some(&b',') {
-            i += 1;
-        }
-        match bytes.get(i) {
-            Some(b'}') => break,
-            Some(b'"') => {}
-            _ => return Err("expected a quoted word"),
-        }
-        i += 1;
-        let mut word = String::new();
-        loop {
-            let rest = &debug[i..];
-            let stop = rest.find(['"', '\\']).ok_or("unterminated word")?;
-            word.push_str(&rest[..stop]);
-            i += stop;
-            if bytes[i] == b'"' {
-                i += 1;
-                break;
-            }
-            // An escape: \" \\ \' \n \t or \u{..}; jieba's words only ever need the simple ones.
-            let escaped = *bytes.get(i + 1).ok_or("dangling escape")?;
-            word.push(match escaped {
-                b'"' => '"',
-                b'\\' => '\\',
-                b'\'' => '\'',
-                b'n' => '\n',
-                b't' => '\t',
-                b'r' => '\r',
-                _ => return Err("unsupported escape in a word"),
-            });
-            i += 2;
-        }
-        let rest = debug[i..]
-            .strip_prefix(": ")
-            .ok_or("expected `: ` after a word")?;
-        let len = rest.find([',', '}']).ok_or("unterminated number")?;
-        let value: f64 = rest[..len].trim().parse().map_err(|_| "bad number")?;
-        idf.insert(word, value);
-        i += 2 + len;
-    }
-    if idf.is_empty() {
-        return Err("empty idf_dict");
-    }
-    let median = debug[i..]
-        .find("median_idf: ")
-        .and_then(|p| {
-            let rest = &debug[i + p + "median_idf: ".len()..];
-            let end = rest.find([',', ' ', '}']).unwrap_or(rest.len());
-            rest[..end].parse::<f64>().ok()
-        })
-        .ok_or("no median_idf")?;
-    Ok(IdfTable { idf, median })
 }
 
 /// Counts document frequencies over a corpus to build a custom IDF table.
@@ -256,8 +296,8 @@ impl IdfBuilder {
 
 /// Write a table as `word idf` lines, most telling first, then by word (stable output).
 pub fn write_table(table: &IdfTable, mut out: impl Write) -> std::io::Result<()> {
-    let mut rows: Vec<(&String, &f64)> = table.idf.iter().collect();
-    rows.sort_by(|a, b| b.1.total_cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let mut rows: Vec<(&str, f64)> = table.iter().collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     for (word, idf) in rows {
         writeln!(out, "{word} {idf:.6}")?;
     }
@@ -270,24 +310,13 @@ mod tests {
 
     #[test]
     fn builtin_table_is_jiebas() {
-        let t = IdfTable::builtin().expect("builtin");
+        let t = IdfTable::builtin();
         assert!(t.len() > 250_000, "{}", t.len());
         // First rows of jieba's idf.txt.
         assert_eq!(t.get("劳动防护"), 13.900677652);
         assert_eq!(t.get("生化学"), 13.900677652);
         assert!(t.median() > 5.0 && t.median() < 15.0, "{}", t.median());
         assert_eq!(t.get("zzz-not-a-word"), t.median());
-    }
-
-    #[test]
-    fn parses_debug_with_escapes() {
-        let t = parse_jieba_debug(
-            r#"TfIdf { idf_dict: {"a\"b": 1.5, "c": 2.0}, median_idf: 1.5, config: X }"#,
-        )
-        .unwrap();
-        assert_eq!(t.get("a\"b"), 1.5);
-        assert_eq!(t.get("c"), 2.0);
-        assert_eq!(t.median(), 1.5);
     }
 
     #[test]

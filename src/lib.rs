@@ -28,6 +28,7 @@ pub mod article;
 pub mod bench;
 pub mod decision;
 pub mod demo;
+pub mod dictionary;
 pub mod eval;
 pub mod fingerprint;
 pub mod hotwords;

@@ -160,7 +160,7 @@ impl Settings {
     pub fn idf_table(&self) -> Result<Arc<IdfTable>, IdfError> {
         match &self.idf_path {
             Some(path) => Ok(Arc::new(IdfTable::from_file(path)?)),
-            None => IdfTable::builtin(),
+            None => Ok(IdfTable::builtin()),
         }
     }
 

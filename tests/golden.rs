@@ -121,7 +121,7 @@ fn golden_vectors() {
 #[test]
 fn simhash_follows_the_written_recipe() {
     let fp = Fingerprinter::with_defaults().unwrap();
-    let idf = IdfTable::builtin().unwrap();
+    let idf = IdfTable::builtin();
     let tokenizer = Tokenizer::new(false);
     for g in GOLDEN {
         let mut tf: BTreeMap<String, u32> = BTreeMap::new();

@@ -353,7 +353,7 @@ impl TextGen {
 /// The `n` most common Chinese words of 2–4 characters in jieba's IDF table
 /// (lowest IDF first), so that the segmenter finds real dictionary words.
 fn dictionary_words(n: usize) -> Option<Vec<String>> {
-    let table = crate::idf::IdfTable::builtin().ok()?;
+    let table = crate::idf::IdfTable::builtin();
     let mut rows = Vec::new();
     crate::idf::write_table(&table, &mut rows).ok()?;
     // Rows come most telling (highest IDF) first.
