@@ -1,40 +1,29 @@
 //! The example producers (examples/producers/) against a real worker: a private
 //! redis-server, the built `simdedup worker` (Redis index), then the producer
-//! script with the server's URL; its printed verdicts are checked. The
-//! redis-cli one needs `redis-cli` (installed with redis-server), the Python
-//! one `python3` with redis-py: missing either fails the test with the fix.
+//! with the server's URL; its printed verdicts are checked, and what it sent
+//! against `docs/schema/input.json` (the verdicts are checked against
+//! `output.json` as they are read back). The redis-cli one needs `redis-cli`
+//! (installed with redis-server), the Python one `python3` with redis-py, the
+//! Node.js one `node` and the example's npm packages: missing any fails the
+//! test with the fix. The Go producer is not run here.
 
+mod examples_common;
 mod support;
+mod worker_common;
 
-use std::process::{Child, Command, Stdio};
+use std::collections::HashMap;
+use std::process::Command;
 
+use examples_common::{example, require_node_packages, require_python_redis, Worker};
+use simdedup::keys::Keys;
 use support::RedisServer;
-
-struct Worker(Child);
-
-impl Worker {
-    fn start(server: &RedisServer, ns: &str) -> Worker {
-        let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
-            .args(["worker", "--redis-url", &server.url(), "--namespace", ns])
-            .args(["--http-addr", "", "--block-ms", "200"])
-            .env_remove("SIMDEDUP_CONFIG")
-            .env("SIMDEDUP_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn simdedup worker");
-        Worker(child)
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use worker_common::contract::{contract, Role};
+use worker_common::read_stream;
 
 fn script(rel: &str) -> String {
-    format!("{}/examples/producers/{rel}", env!("CARGO_MANIFEST_DIR"))
+    example(&format!("producers/{rel}"))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Run a producer, return its stdout lines as (id, verdict, dup_of-or-code).
@@ -76,6 +65,28 @@ fn assert_pair(v: &[(String, String, String)], original: &str, copy: &str) {
     );
 }
 
+/// Every entry the producer sent keeps `docs/schema/input.json`, and every
+/// input entry got one verdict (read back through `read_stream`, which checks
+/// the verdicts and the dead letters against their schemas).
+fn assert_streams_keep_the_contract(server: &RedisServer, ns: &str) {
+    let keys = Keys::new(ns);
+    let mut conn = server.connection();
+    let inputs = read_stream(&mut conn, &keys.input_stream());
+    for (id, fields) in &inputs {
+        contract().check(Role::Input, id, fields);
+    }
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    read_stream(&mut conn, &keys.dead_stream());
+    let mut answered: HashMap<&str, usize> = HashMap::new();
+    for (_, fields) in &outputs {
+        *answered.entry(fields["source"].as_str()).or_default() += 1;
+    }
+    for (id, _) in &inputs {
+        assert_eq!(answered.get(id.as_str()), Some(&1), "verdicts of {id}");
+    }
+    assert_eq!(outputs.len(), inputs.len());
+}
+
 #[test]
 fn redis_cli_producer_gets_its_verdicts() {
     let server = RedisServer::start();
@@ -92,33 +103,41 @@ fn redis_cli_producer_gets_its_verdicts() {
     // resent ids get their stored verdicts back.
     let again = run_producer("sh", &[&script("cli/producer.sh"), &server.url(), "cli"]);
     assert_eq!(again, v);
+    assert_streams_keep_the_contract(&server, "cli");
+}
+
+/// Run `program SCRIPT URL NS` against a worker on `ns`, expecting the
+/// verdicts of `[original, copy, other]`: one of the first two kept, the other
+/// its duplicate, the third unique.
+fn producer_gets_its_verdicts(program: &str, script_rel: &str, ns: &str, ids: [&str; 3]) {
+    let server = RedisServer::start();
+    let _worker = Worker::start(&server, ns);
+    let v = run_producer(program, &[&script(script_rel), &server.url(), ns]);
+    let got: Vec<&str> = v.iter().map(|(i, _, _)| i.as_str()).collect();
+    assert_eq!(got, ids);
+    assert_pair(&v, ids[0], ids[1]);
+    assert_eq!(v[2], (ids[2].into(), "unique".into(), "-".into()));
+    assert_streams_keep_the_contract(&server, ns);
 }
 
 #[test]
 fn python_producer_gets_its_verdicts() {
-    let probe = Command::new("python3")
-        .args(["-c", "import redis"])
-        .output();
-    match probe {
-        Err(e) => panic!(
-            "python3 is not installed ({e}): install it (apt-get install python3 python3-redis) \
-             to run the Python producer test"
-        ),
-        Ok(o) if !o.status.success() => panic!(
-            "the Python producer needs redis-py: `python3 -m pip install redis` \
-             (or apt-get install python3-redis). `import redis` said: {}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Ok(_) => {}
-    }
-    let server = RedisServer::start();
-    let _worker = Worker::start(&server, "py");
-    let v = run_producer(
+    require_python_redis();
+    producer_gets_its_verdicts(
         "python3",
-        &[&script("python/producer.py"), &server.url(), "py"],
+        "python/producer.py",
+        "py",
+        ["py-1", "py-1-repost", "py-2"],
     );
-    let ids: Vec<&str> = v.iter().map(|(i, _, _)| i.as_str()).collect();
-    assert_eq!(ids, ["py-1", "py-1-repost", "py-2"]);
-    assert_pair(&v, "py-1", "py-1-repost");
-    assert_eq!(v[2], ("py-2".into(), "unique".into(), "-".into()));
+}
+
+#[test]
+fn node_producer_gets_its_verdicts() {
+    require_node_packages(&example("producers/node"));
+    producer_gets_its_verdicts(
+        "node",
+        "node/producer.mjs",
+        "js",
+        ["js-1", "js-1-copy", "js-2"],
+    );
 }

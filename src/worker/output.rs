@@ -54,6 +54,13 @@ impl Resolution {
 /// written, and end with no output at all.
 pub const MAX_DEAD_LETTER_FIELDS: usize = 1000;
 
+/// The contract version every output entry carries in its `v` field
+/// (`docs/protocol.md`, "Contract version"; `docs/schema/`). Within a version
+/// the entries change additively only: new fields, new `code` and `signal`
+/// values. Removing or renaming a field or changing a value's meaning makes a
+/// new version, so a consumer can refuse what it was not written for.
+pub const CONTRACT_VERSION: &str = "1";
+
 /// Build the output entry (and the dead letter of a rejection) for `entry`.
 pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
     let mut out: Vec<(&'static str, Vec<u8>)> = Vec::with_capacity(10);
@@ -110,6 +117,7 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
         }
     }
     out.push(("source", entry.id.clone().into_bytes()));
+    out.push(("v", CONTRACT_VERSION.into()));
     Emit {
         source: entry.id.clone(),
         output: out,

@@ -1,6 +1,8 @@
 //! Helpers shared by the worker tests: test settings, stream readers, texts.
 #![allow(dead_code)]
 
+pub mod contract;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -33,7 +35,9 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// Every entry of `stream`: (entry id, fields).
+/// Every entry of `stream`: (entry id, fields). Entries of an output or a
+/// dead-letter stream are checked against the contract's JSON Schemas on the
+/// way (`contract`): every test that reads what a worker wrote checks it.
 pub fn read_stream(
     conn: &mut redis::Connection,
     stream: &str,
@@ -47,7 +51,7 @@ pub fn read_stream(
     let Value::Array(entries) = reply else {
         return Vec::new();
     };
-    entries
+    let entries: Vec<(String, HashMap<String, String>)> = entries
         .iter()
         .map(|e| {
             let Value::Array(pair) = e else {
@@ -62,7 +66,15 @@ pub fn read_stream(
             }
             (id, map)
         })
-        .collect()
+        .collect();
+    if let Some(role @ (contract::Role::Output | contract::Role::Dead)) =
+        contract::Role::of_stream(stream)
+    {
+        for (id, fields) in &entries {
+            contract::contract().check(role, id, fields);
+        }
+    }
+    entries
 }
 
 pub fn xlen(conn: &mut redis::Connection, stream: &str) -> usize {

@@ -6,6 +6,10 @@
 // REDIS_URL defaults to $REDIS_URL or redis://127.0.0.1:6379/0, NAMESPACE to
 // "default". A `simdedup worker` must be running on the same Redis and
 // namespace. Prints one line per article: id, verdict, dup_of (or the code).
+//
+// Unlike the redis-cli, Python and Node.js producers beside it, this one is
+// not built or run by the test suite (it needs go-redis from the Go module
+// proxy): it follows the same contract, docs/protocol.md.
 package main
 
 import (

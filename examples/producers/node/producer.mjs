@@ -1,6 +1,6 @@
 // Send three articles to simdedup and print their verdicts.
 //
-//   npm install
+//   npm ci
 //   node producer.mjs [REDIS_URL] [NAMESPACE]
 //
 // REDIS_URL defaults to $REDIS_URL or redis://127.0.0.1:6379/0, NAMESPACE to
