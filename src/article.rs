@@ -64,6 +64,16 @@ pub enum Rejection {
     /// The entry was deleted from the input stream before it was processed.
     #[error("the entry was deleted from the input stream before it was processed")]
     EntryDeleted,
+    /// `ts` read in milliseconds is far off, but read in another unit it is
+    /// inside the window: a producer's unit mistake.
+    #[error("`ts` {ts} looks like {unit}: expected unix milliseconds")]
+    TsWrongUnit { ts: i64, unit: &'static str },
+    /// `ts` is later than the worker's clock by more than the allowed skew.
+    #[error("`ts` {ts} is {ahead_s} s ahead of the worker's clock, over the {skew_s} s allowed (worker.max_clock_skew_ms): expected the event's unix milliseconds")]
+    TsInFuture { ts: i64, ahead_s: i64, skew_s: u64 },
+    /// `ts` is older than the window: nothing it could be a copy of is kept.
+    #[error("`ts` {ts} is {age_h} h old, older than the {window_h} h window (decision.window_ms): expected the event's unix milliseconds")]
+    TsTooOld { ts: i64, age_h: i64, window_h: u64 },
 }
 
 impl Rejection {
@@ -84,6 +94,9 @@ impl Rejection {
             Rejection::InvalidUtf8Field { .. } => "invalid_utf8",
             Rejection::TooManyDeliveries { .. } => "too_many_deliveries",
             Rejection::EntryDeleted => "entry_deleted",
+            Rejection::TsWrongUnit { .. } => "ts_wrong_unit",
+            Rejection::TsInFuture { .. } => "ts_in_future",
+            Rejection::TsTooOld { .. } => "ts_too_old",
         }
     }
 }
@@ -134,6 +147,60 @@ pub fn parse_ts(s: &str) -> Result<i64, Rejection> {
         .ok()
         .filter(|&t| t >= 0)
         .ok_or_else(|| Rejection::BadTimestamp(s.chars().take(40).collect()))
+}
+
+/// Which event times a worker accepts: from one window before its clock to
+/// `max_skew_ms` after it. An article outside is rejected, never filed: one
+/// from the future would give its keys (and the bucket registry) a lifetime
+/// of however far ahead it is, one older than the window would be compared
+/// with nothing and land in a bucket that may have expired already, so that
+/// neither it nor its later copies would be found. Inside the bounds every
+/// key expires at most one window, one bucket and the skew from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventTimeBounds {
+    /// The decision window (`decision.window_ms`).
+    pub window_ms: u64,
+    /// How far ahead of the worker's clock an event may be (producers' clocks
+    /// disagree a little).
+    pub max_skew_ms: u64,
+}
+
+impl EventTimeBounds {
+    fn contains(&self, ts: i64, now_ms: i64) -> bool {
+        ts >= now_ms.saturating_sub(self.window_ms as i64)
+            && ts <= now_ms.saturating_add(self.max_skew_ms as i64)
+    }
+
+    /// Accept `ts` (unix ms) at `now_ms`, or say specifically what is wrong,
+    /// naming the unit when another one would fit.
+    pub fn check(&self, ts: i64, now_ms: i64) -> Result<(), Rejection> {
+        if self.contains(ts, now_ms) {
+            return Ok(());
+        }
+        let units = [
+            ("seconds", ts.checked_mul(1000)),
+            ("microseconds", Some(ts / 1000)),
+            ("nanoseconds", Some(ts / 1_000_000)),
+        ];
+        for (unit, as_ms) in units {
+            if as_ms.is_some_and(|t| self.contains(t, now_ms)) {
+                return Err(Rejection::TsWrongUnit { ts, unit });
+            }
+        }
+        if ts > now_ms {
+            Err(Rejection::TsInFuture {
+                ts,
+                ahead_s: (ts - now_ms) / 1000,
+                skew_s: self.max_skew_ms / 1000,
+            })
+        } else {
+            Err(Rejection::TsTooOld {
+                ts,
+                age_h: (now_ms - ts) / 3_600_000,
+                window_h: self.window_ms / 3_600_000,
+            })
+        }
+    }
 }
 
 /// The id of a line that was rejected, if one can be read, so that the rejection
@@ -290,5 +357,44 @@ mod tests {
         let err = parse_json_line(b"{\"id\":\"a\",\"text\":\"\xff\"}", 100).unwrap_err();
         assert_eq!(err, Rejection::InvalidUtf8 { valid_up_to: 18 });
         assert!(err.to_string().contains("byte 18"));
+    }
+
+    #[test]
+    fn event_times_outside_the_window_are_rejected_with_the_unit_that_fits() {
+        let bounds = EventTimeBounds {
+            window_ms: 48 * 3_600_000,
+            max_skew_ms: 300_000,
+        };
+        let now = 1_764_115_200_000;
+        for ok in [now, now - 47 * 3_600_000, now + 299_000] {
+            assert_eq!(bounds.check(ok, now), Ok(()), "{ok}");
+        }
+        let seconds = bounds.check(now / 1000, now).unwrap_err();
+        assert_eq!(seconds.code(), "ts_wrong_unit");
+        assert_eq!(
+            seconds.to_string(),
+            "`ts` 1764115200 looks like seconds: expected unix milliseconds"
+        );
+        assert!(bounds
+            .check(now * 1000, now)
+            .unwrap_err()
+            .to_string()
+            .contains("microseconds"));
+        assert!(bounds
+            .check(now * 1_000_000, now)
+            .unwrap_err()
+            .to_string()
+            .contains("nanoseconds"));
+        // Year 3000, in milliseconds: no unit fits.
+        let future = bounds.check(32_503_680_000_000, now).unwrap_err();
+        assert_eq!(future.code(), "ts_in_future", "{future}");
+        assert_eq!(
+            bounds.check(now + 301_000, now).unwrap_err().code(),
+            "ts_in_future"
+        );
+        let old = bounds.check(now - 49 * 3_600_000, now).unwrap_err();
+        assert_eq!(old.code(), "ts_too_old");
+        assert!(old.to_string().contains("49 h old"), "{old}");
+        assert_eq!(bounds.check(0, now).unwrap_err().code(), "ts_too_old");
     }
 }

@@ -36,6 +36,13 @@ impl Keys {
         format!("{}dead", self.prefix)
     }
 
+    /// Liveness key of consumer `consumer` of group `group`: a worker keeps
+    /// it while it runs (a short TTL, refreshed), so its peers take over its
+    /// pending entries soon after it dies (`src/worker/liveness.rs`).
+    pub fn alive(&self, group: &str, consumer: &str) -> String {
+        format!("{}alive:{group}:{consumer}", self.prefix)
+    }
+
     // ---- The Redis index (see `docs/redis-keys.md`). `label` is a bucket label
     // from [`bucket_label`]; `handle` is an article's number inside its bucket;
     // `bits` is the bucket's shape (field `k` of its counter hash, see

@@ -42,4 +42,5 @@ pub mod settings;
 pub mod signature;
 pub mod simhash;
 pub mod tokenize;
+pub mod transient;
 pub mod worker;

@@ -143,10 +143,11 @@ struct WorkerArgs {
     /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux; default 10).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=19))]
     fingerprint_nice: Option<u8>,
-    /// Claim entries pending this long in any consumer (milliseconds).
+    /// TTL of the worker's liveness key; peers take over a dead worker's
+    /// entries once it expires (milliseconds; default 3000).
     #[arg(long, value_name = "MS")]
-    claim_min_idle_ms: Option<u64>,
-    /// How often to look for entries to claim (milliseconds).
+    liveness_ttl_ms: Option<u64>,
+    /// How often to look for dead workers' entries (milliseconds; default 1000).
     #[arg(long, value_name = "MS")]
     claim_interval_ms: Option<u64>,
     /// Dead-letter an entry delivered more than this many times.
@@ -625,8 +626,8 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
     if let Some(v) = args.fingerprint_nice {
         w.fingerprint_nice = v;
     }
-    if let Some(v) = args.claim_min_idle_ms {
-        w.claim_min_idle_ms = v;
+    if let Some(v) = args.liveness_ttl_ms {
+        w.liveness_ttl_ms = v;
     }
     if let Some(v) = args.claim_interval_ms {
         w.claim_interval_ms = v;
@@ -666,8 +667,8 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
             }
         };
         eprintln!(
-            "simdedup: worker stopped: {} outputs written, {} already done elsewhere, {} left pending",
-            summary.emitted, summary.skipped, summary.abandoned
+            "simdedup: worker stopped: {} outputs written, {} more committed after the shutdown bound, {} already done elsewhere, {} left pending",
+            summary.emitted, summary.settled_after_bound, summary.skipped, summary.abandoned
         );
         Ok(())
     })

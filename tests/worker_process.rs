@@ -74,7 +74,7 @@ fn spawn_worker_with(
             "32",
             "--max-in-flight",
             "128",
-            "--claim-min-idle-ms",
+            "--liveness-ttl-ms",
             "1000",
             "--claim-interval-ms",
             "200",

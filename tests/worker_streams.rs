@@ -486,7 +486,6 @@ async fn poison_entries_are_dead_lettered_after_max_deliveries() {
     let (trigger, _) = ShutdownTrigger::new();
     let config = WorkerConfig {
         max_deliveries: 3,
-        claim_min_idle_ms: 0,
         ..fast_config()
     };
     let (handle, _) = spawn_worker(

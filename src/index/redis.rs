@@ -179,7 +179,7 @@ impl std::fmt::Debug for RedisIndex {
 
 fn backend(e: ::redis::RedisError) -> IndexError {
     let reason = crate::settings::with_connection_advice(&e);
-    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+    if crate::transient::is_transient(&e) {
         IndexError::Unavailable {
             reason,
             source: Some(e),

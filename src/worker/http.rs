@@ -82,14 +82,14 @@ async fn handle(
             "text/plain",
             "stopped\n".to_owned(),
         ),
-        ("GET", "/readyz") if health.ready.load(Ordering::Relaxed) => {
-            ("200 OK", "text/plain", "ready\n".to_owned())
-        }
-        ("GET", "/readyz") => (
-            "503 Service Unavailable",
-            "text/plain",
-            "not ready (Redis unreachable, starting or shutting down)\n".to_owned(),
-        ),
+        ("GET", "/readyz") => match health.readiness() {
+            Ok(()) => ("200 OK", "text/plain", "ready\n".to_owned()),
+            Err(why) => (
+                "503 Service Unavailable",
+                "text/plain",
+                format!("not ready: {why}\n"),
+            ),
+        },
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_owned()),
         _ => (
             "405 Method Not Allowed",

@@ -147,6 +147,9 @@ pub struct Metrics {
     /// (another worker finished it first): the exactly-once guard at work.
     pub commit_skipped: AtomicU64,
     pub redis_errors: AtomicU64,
+    /// Times the worker became unavailable (a call failing with a transient
+    /// Redis error, `health.rs`).
+    pub redis_outages: AtomicU64,
     pub reconnects: AtomicU64,
     pub index_retries: AtomicU64,
     pub pending: AtomicI64,
@@ -170,6 +173,7 @@ impl Default for Metrics {
             dead_letters: AtomicU64::new(0),
             commit_skipped: AtomicU64::new(0),
             redis_errors: AtomicU64::new(0),
+            redis_outages: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
             index_retries: AtomicU64::new(0),
             pending: AtomicI64::new(0),
@@ -225,7 +229,7 @@ impl Metrics {
         counter(
             &mut out,
             "simdedup_claimed_total",
-            "Entries claimed from stalled or dead consumers (XAUTOCLAIM).",
+            "Entries taken over from consumers whose liveness key expired.",
             &self.claimed,
         );
         counter(
@@ -240,6 +244,12 @@ impl Metrics {
             "simdedup_redis_errors_total",
             "Failed Redis calls of the stream protocol (each retried).",
             &self.redis_errors,
+        );
+        counter(
+            &mut out,
+            "simdedup_redis_outages_total",
+            "Times the worker became unavailable: a Redis call failing with a transient error (OOM, LOADING, BUSY, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, unreachable).",
+            &self.redis_outages,
         );
         counter(
             &mut out,

@@ -8,8 +8,8 @@
 //!   otherwise stall every other command queued behind it on a multiplexed
 //!   connection), takes permits from a semaphore (the bound on entries in
 //!   flight), reads a batch — first its own pending history, now and then
-//!   entries idle in other consumers (`XAUTOCLAIM`), otherwise new entries —
-//!   and spawns a task for it;
+//!   the entries of dead consumers ([`liveness`]) and any of its own no task
+//!   holds, otherwise new entries — and spawns a task for it;
 //! - each **batch task** parses and fingerprints on the worker's own thread
 //!   pool ([`fingerprint_pool`], run at a lower priority so that CPU work
 //!   never delays the async threads that talk to Redis), calls the index —
@@ -20,15 +20,20 @@
 //!   releases its permits.
 //!
 //! Failures never lose an entry: nothing is acked before its output is written
-//! in the same script, and an entry a task gave up on stays pending, to be
-//! claimed again (and dead-lettered after `max_deliveries`).
+//! in the same script. A transient Redis error ([`crate::transient`]) is
+//! retried where it happened, the entries kept (the worker reports not ready
+//! meanwhile, [`health`]); an entry a task gave up on for any other reason
+//! stays pending, is taken up again by this worker's next scan (or, if it
+//! died, by a peer's), and is dead-lettered after `max_deliveries`.
 //!
 //! The worker is generic over the index, so its stream logic is tested with the
 //! embedded index and deployed with the Redis one.
 
 pub mod commit;
 pub mod fingerprint_pool;
+pub mod health;
 pub mod http;
+pub mod liveness;
 pub mod metrics;
 pub mod output;
 pub mod service;
@@ -37,7 +42,7 @@ pub mod stream;
 pub mod tools;
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -48,18 +53,20 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::article::Rejection;
+use crate::article::{EventTimeBounds, Rejection};
 use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::index::{meet, Index, IndexEntry, IndexError};
 use crate::keys::Keys;
+use crate::transient::{self, Backoff};
 
 use commit::{CommitOptions, Committer, Emit};
+pub use health::Health;
+use health::Trouble;
+use liveness::{Liveness, Reclaimed};
 use metrics::Metrics;
 use output::{emit_for, Resolution};
 use shutdown::Shutdown;
-use stream::{
-    parse_entry, parse_xautoclaim, parse_xpending_range, parse_xreadgroup, RawEntry, Request,
-};
+use stream::{parse_entry, parse_xpending_range, parse_xreadgroup, RawEntry, Request};
 
 /// Worker settings (`[worker]` in the TOML file, `SIMDEDUP_WORKER__*` in the environment).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,7 +80,9 @@ pub struct WorkerConfig {
     /// Entries per XREADGROUP / XAUTOCLAIM (COUNT); a batch is committed in
     /// script calls of [`commit::ENTRIES_PER_CALL`] entries.
     pub batch_size: usize,
-    /// Entries read and not yet committed, at most.
+    /// Entries read and not yet committed, at most. Also what a worker that
+    /// crashes leaves for its peers to take over, decided after the entries
+    /// read meanwhile: keep it at a few batches.
     pub max_in_flight: usize,
     /// Decide this worker's entries in stream order: batches take turns at the
     /// index and a batch's entries go one after another, so a copy is never
@@ -99,14 +108,20 @@ pub struct WorkerConfig {
     pub fingerprint_nice: u8,
     /// XREADGROUP BLOCK, milliseconds. Shutdown may wait this long for a read.
     pub block_ms: u64,
-    /// Entries pending in a consumer for this long are claimed (crash recovery).
-    /// Keep it well above the time a batch takes, or healthy batches are stolen
-    /// (harmless for correctness, wasteful).
-    pub claim_min_idle_ms: u64,
-    /// How often to look for entries to claim (and refresh the pending/lag gauges).
+    /// TTL of this worker's liveness key, refreshed three times per TTL. Once
+    /// it expires, peers take over the worker's pending entries (a dead
+    /// worker's entries move on within this plus `claim_interval_ms`); a live
+    /// worker's are never taken, however long its batches take.
+    pub liveness_ttl_ms: u64,
+    /// How often to look for dead consumers' entries and for own entries no
+    /// task holds (and refresh the pending/lag gauges).
     pub claim_interval_ms: u64,
     /// An entry delivered more than this many times is dead-lettered.
     pub max_deliveries: u64,
+    /// How far ahead of the worker's clock an article's `ts` may be; later
+    /// ones are rejected (`ts_in_future`), as are those older than the
+    /// window (`ts_too_old`).
+    pub max_clock_skew_ms: u64,
     /// Approximate MAXLEN of the output stream (0: never trimmed).
     pub output_maxlen: u64,
     /// Approximate MAXLEN of the dead-letter stream (0: never trimmed).
@@ -116,7 +131,8 @@ pub struct WorkerConfig {
     pub delete_processed: bool,
     /// Timeout of every Redis command but the blocking read, milliseconds.
     pub command_timeout_ms: u64,
-    /// Upper bound of the retry backoff, milliseconds.
+    /// Upper bound of the retry backoff (exponential from 25 ms, jittered),
+    /// milliseconds.
     pub backoff_max_ms: u64,
     /// After SIGTERM/SIGINT, wait at most this long for in-flight entries.
     pub shutdown_timeout_ms: u64,
@@ -130,15 +146,16 @@ impl Default for WorkerConfig {
             group: "simdedup".into(),
             consumer: String::new(),
             batch_size: 128,
-            max_in_flight: 1024,
+            max_in_flight: 256,
             ordered: true,
             index_concurrency: 32,
             pipeline: 16,
             fingerprint_nice: 10,
             block_ms: 1000,
-            claim_min_idle_ms: 60_000,
-            claim_interval_ms: 5_000,
+            liveness_ttl_ms: 3_000,
+            claim_interval_ms: 1_000,
             max_deliveries: 5,
+            max_clock_skew_ms: 300_000,
             output_maxlen: 1_000_000,
             dead_maxlen: 100_000,
             delete_processed: false,
@@ -173,6 +190,12 @@ impl WorkerConfig {
             return Err(
                 "worker.index_concurrency and worker.max_deliveries must be positive".into(),
             );
+        }
+        if self.liveness_ttl_ms < 300 || self.claim_interval_ms == 0 {
+            return Err(format!(
+                "worker.liveness_ttl_ms = {} and worker.claim_interval_ms = {}: the TTL is at least 300 ms (it is refreshed every third of it) and the interval positive",
+                self.liveness_ttl_ms, self.claim_interval_ms
+            ));
         }
         if self.group.is_empty() {
             return Err("worker.group must not be empty".into());
@@ -222,17 +245,12 @@ pub struct RunSummary {
     pub emitted: u64,
     /// Entries it finished that another consumer had already acked.
     pub skipped: u64,
-    /// In-flight entries abandoned at the shutdown bound (left pending for others).
+    /// Entries in flight at the shutdown bound whose commit, sent before it,
+    /// Redis ran after it (no longer pending when the worker asked Redis).
+    pub settled_after_bound: u64,
+    /// Entries left pending for others at the shutdown bound (as Redis
+    /// counts them; if Redis could not be asked, those in flight then).
     pub abandoned: u64,
-}
-
-/// Liveness and readiness, shared with the HTTP listener.
-#[derive(Debug, Default)]
-pub struct Health {
-    /// Connected, group ensured, last Redis call succeeded, not shutting down.
-    pub ready: AtomicBool,
-    /// The main loop is running.
-    pub alive: AtomicBool,
 }
 
 /// A stream worker over index `I`.
@@ -244,6 +262,8 @@ pub struct Worker<I> {
     keys: Keys,
     consumer: String,
     max_text_bytes: usize,
+    /// `decision.window_ms`: event times older than this are rejected.
+    window_ms: u64,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
 }
@@ -260,23 +280,11 @@ struct Shared<I> {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     max_text_bytes: usize,
+    event_times: EventTimeBounds,
     /// Ids of entries some task of this worker is processing, so a claim or a
     /// history read does not start a second copy of the same work.
     in_flight: Mutex<HashSet<String>>,
     index_permits: Semaphore,
-}
-
-/// Is this a broken connection (the connection manager reconnects) rather
-/// than a command error?
-fn is_connection_error(e: &RedisError) -> bool {
-    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
-}
-
-pub(crate) fn backoff(attempt: u32, max_ms: u64) -> Duration {
-    let ms = 25u64
-        .saturating_mul(1 << attempt.min(10))
-        .min(max_ms.max(1));
-    Duration::from_millis(ms)
 }
 
 impl<I: Index + 'static> Worker<I> {
@@ -299,9 +307,17 @@ impl<I: Index + 'static> Worker<I> {
             config: Arc::new(config),
             keys: Keys::new(namespace),
             max_text_bytes,
+            window_ms: crate::decision::DecisionConfig::default().window_ms,
             metrics: Arc::new(Metrics::default()),
             health: Arc::new(Health::default()),
         })
+    }
+
+    /// Use `window_ms` (`decision.window_ms`) to bound event times: the
+    /// default window unless set.
+    pub fn event_window(mut self, window_ms: u64) -> Worker<I> {
+        self.window_ms = window_ms;
+        self
     }
 
     pub fn metrics(&self) -> Arc<Metrics> {
@@ -327,16 +343,15 @@ impl<I: Index + 'static> Worker<I> {
             .set_connection_timeout(Some(Duration::from_millis(self.config.command_timeout_ms)))
             .set_max_delay(Duration::from_millis(self.config.backoff_max_ms))
             .set_number_of_retries(6);
-        let mut attempt = 0;
+        let mut backoff = Backoff::new(Duration::from_millis(self.config.backoff_max_ms));
         loop {
             match ConnectionManager::new_with_config(self.client.clone(), cfg.clone()).await {
                 Ok(c) => return Some(c),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to Redis; retrying");
                     self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
-                    attempt += 1;
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff(attempt, self.config.backoff_max_ms)) => {}
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
                         _ = shutdown.recv() => return None,
                     }
                 }
@@ -347,7 +362,9 @@ impl<I: Index + 'static> Worker<I> {
     /// Run until `shutdown` fires; then finish (or, past the bound, abandon) what
     /// is in flight and return.
     pub async fn run(self, mut shutdown: Shutdown) -> Result<RunSummary, WorkerError> {
-        self.health.alive.store(true, Ordering::Relaxed);
+        self.health
+            .alive
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let cfg = self.config.clone();
         let command_timeout = Duration::from_millis(cfg.command_timeout_ms);
         // The blocking read must not time out client-side before Redis answers.
@@ -377,14 +394,22 @@ impl<I: Index + 'static> Worker<I> {
             metrics: self.metrics.clone(),
             health: self.health.clone(),
             max_text_bytes: self.max_text_bytes,
+            event_times: EventTimeBounds {
+                window_ms: self.window_ms,
+                max_skew_ms: cfg.max_clock_skew_ms,
+            },
             in_flight: Mutex::new(HashSet::new()),
             index_permits: Semaphore::new(cfg.index_concurrency),
         });
-        // Group and script, retried until they work (Redis may still be starting).
-        let mut attempt = 0;
+        let liveness = Liveness::new(&self.keys, &cfg.group, &self.consumer, cfg.liveness_ttl_ms);
+        // Liveness key, group and script, retried until they work (Redis may
+        // still be starting). The key comes before the first read: a consumer
+        // without one is taken for dead.
+        let mut backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
         loop {
             let mut c = shared.conn.clone();
             let r = async {
+                liveness.beat(&mut c).await?;
                 ensure_group(&mut c, &self.keys.input_stream(), &cfg.group).await?;
                 shared.committer.load(&mut c).await.map(|_| ())
             }
@@ -393,15 +418,15 @@ impl<I: Index + 'static> Worker<I> {
                 Ok(()) => break,
                 Err(e) => {
                     self.note_error(&e, "preparing the consumer group");
-                    attempt += 1;
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff(attempt, cfg.backoff_max_ms)) => {}
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
                         _ = shutdown.recv() => return Ok(RunSummary::default()),
                     }
                 }
             }
         }
-        self.health.ready.store(true, Ordering::Relaxed);
+        let heartbeat = tokio::spawn(heartbeat(shared.clone(), liveness.clone()));
+        self.health.started();
         tracing::info!(consumer = %self.consumer, stream = %self.keys.input_stream(), group = %cfg.group, "worker started");
 
         let permits = Arc::new(Semaphore::new(cfg.max_in_flight));
@@ -413,7 +438,9 @@ impl<I: Index + 'static> Worker<I> {
         // First read our own pending history (a restart under the same name).
         let mut read_history = true;
         let mut next_claim = Instant::now();
-        let mut attempt = 0u32;
+        let mut backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
+        // Held while the reader's calls fail with a transient error.
+        let mut trouble: Option<Trouble> = None;
         while !shutdown.is_shutdown() {
             while let Some(done) = tasks.try_join_next() {
                 collect(&mut summary, done);
@@ -429,25 +456,45 @@ impl<I: Index + 'static> Worker<I> {
             } else if now >= next_claim {
                 next_claim = now + Duration::from_millis(cfg.claim_interval_ms);
                 self.refresh_gauges(&mut reader).await;
-                self.claim(&mut reader).await
+                match self.take_over(&shared, &liveness, &mut reader).await {
+                    // A full batch: there may be more, look again at once.
+                    Ok(entries) if entries.len() >= cfg.batch_size => {
+                        next_claim = now;
+                        Ok(entries)
+                    }
+                    Ok(entries) if entries.is_empty() => self.read(&mut reader, ">", true).await,
+                    other => other,
+                }
             } else {
                 self.read(&mut reader, ">", true).await
             };
             let entries = match result {
                 Ok(entries) => {
-                    attempt = 0;
-                    self.health.ready.store(true, Ordering::Relaxed);
+                    trouble = None;
+                    backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
                     entries
                 }
                 Err(e) => {
-                    self.note_error(&e, "reading the input stream");
-                    // A read whose reply was lost may have delivered entries to
-                    // us: read our history again once reconnected.
-                    read_history = true;
-                    attempt += 1;
+                    if transient::is_transient(&e) {
+                        let reason = transient::reason(&e);
+                        match &trouble {
+                            Some(_) => self.health.still(&reason),
+                            None => {
+                                let holding = self.metrics.in_flight.load(Ordering::Relaxed);
+                                trouble =
+                                    Some(self.health.trouble(&reason, &self.metrics, holding));
+                            }
+                        }
+                        self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(error = %e, "reading the input stream failed; retrying");
+                    } else {
+                        self.note_error(&e, "reading the input stream");
+                    }
+                    // A read whose reply was lost may have delivered entries
+                    // to us: the next scan finds them (`take_over`).
                     drop(held);
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff(attempt, cfg.backoff_max_ms)) => {}
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
                         _ = shutdown.recv() => {}
                     }
                     continue;
@@ -485,6 +532,7 @@ impl<I: Index + 'static> Worker<I> {
             };
             tasks.spawn(async move { process_batch(shared, entries, held, turn).await });
         }
+        drop(trouble);
 
         // Graceful shutdown: stop reading (done), finish what is in flight.
         self.health.ready.store(false, Ordering::Relaxed);
@@ -498,20 +546,53 @@ impl<I: Index + 'static> Worker<I> {
             s
         })
         .await;
+        let mut holding = 0;
         match drained {
             Ok(s) => {
                 summary.emitted += s.emitted;
                 summary.skipped += s.skipped;
             }
             Err(_) => {
-                // The futures above were dropped with `tasks` borrowed: abort the rest.
-                summary.abandoned = shared.in_flight.lock().map(|s| s.len() as u64).unwrap_or(0);
+                // The futures above were dropped with `tasks` borrowed: abort
+                // the rest, and wait until they are gone.
+                let in_flight: HashSet<String> = shared
+                    .in_flight
+                    .lock()
+                    .map(|s| s.clone())
+                    .unwrap_or_default();
                 tasks.abort_all();
+                while tasks.join_next().await.is_some() {}
+                // Commits sent before the bound still run in Redis, answered
+                // or not: ask Redis what is left (the same connection, so
+                // after them).
+                let mut c = shared.conn.clone();
+                match self
+                    .own_pending(&mut c, in_flight.len() + cfg.batch_size)
+                    .await
+                {
+                    Ok(left) => {
+                        let left: HashSet<String> = left.into_iter().map(|(id, _)| id).collect();
+                        summary.abandoned = left.len() as u64;
+                        summary.settled_after_bound =
+                            in_flight.iter().filter(|id| !left.contains(*id)).count() as u64;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not ask Redis what is left pending");
+                        summary.abandoned = in_flight.len() as u64;
+                    }
+                }
+                holding = summary.abandoned as usize;
                 tracing::warn!(
                     abandoned = summary.abandoned,
-                    "shutdown bound reached: unfinished entries stay pending and will be claimed by other workers"
+                    settled_after_bound = summary.settled_after_bound,
+                    "shutdown bound reached: unfinished entries stay pending and are taken over by other workers"
                 );
             }
+        }
+        heartbeat.abort();
+        let mut c = shared.conn.clone();
+        if let Err(e) = liveness.end(&mut c, holding).await {
+            tracing::warn!(error = %e, "could not remove the liveness key: peers take over after its TTL");
         }
         self.health.alive.store(false, Ordering::Relaxed);
         tracing::info!(?summary, "worker stopped");
@@ -520,9 +601,8 @@ impl<I: Index + 'static> Worker<I> {
 
     fn note_error(&self, e: &RedisError, what: &str) {
         self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
-        if is_connection_error(e) {
+        if e.is_connection_dropped() || e.is_io_error() {
             self.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
-            self.health.ready.store(false, Ordering::Relaxed);
         }
         tracing::warn!(error = %e, "{what} failed; retrying");
     }
@@ -564,32 +644,89 @@ impl<I: Index + 'static> Worker<I> {
         Ok(entries)
     }
 
-    /// XAUTOCLAIM entries idle longer than `claim_min_idle_ms` in any consumer.
-    async fn claim(&self, conn: &mut ConnectionManager) -> Result<Vec<RawEntry>, RedisError> {
+    /// Up to a batch of entries to take up: first our own pending entries no
+    /// task holds (a task gave up on them, or a read's reply was lost), then
+    /// those of consumers whose liveness key expired ([`liveness`]), once
+    /// Redis has served us without a transient error for a whole TTL.
+    async fn take_over(
+        &self,
+        shared: &Shared<I>,
+        liveness: &Liveness,
+        conn: &mut ConnectionManager,
+    ) -> Result<Vec<RawEntry>, RedisError> {
         let started = Instant::now();
-        let reply: Value = redis::cmd("XAUTOCLAIM")
-            .arg(self.keys.input_stream())
-            .arg(&self.config.group)
-            .arg(&self.consumer)
-            .arg(self.config.claim_min_idle_ms)
-            .arg("0-0")
-            .arg("COUNT")
-            .arg(self.config.batch_size)
-            .query_async(conn)
-            .await?;
-        let (_cursor, mut entries, deleted) = parse_xautoclaim(&reply).map_err(reply_error)?;
-        if !deleted.is_empty() {
-            tracing::warn!(count = deleted.len(), "pending entries were deleted from the input stream before processing; Redis dropped them from the pending list");
+        let count = self.config.batch_size;
+        let orphans: Vec<String> = {
+            let ours = self
+                .own_pending(conn, count + self.config.max_in_flight)
+                .await?;
+            let set = shared.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            ours.into_iter()
+                .map(|(id, _)| id)
+                .filter(|id| !set.contains(id))
+                .take(count)
+                .collect()
+        };
+        let mut entries = Vec::new();
+        if !orphans.is_empty() {
+            let reply: Value = redis::cmd("XCLAIM")
+                .arg(self.keys.input_stream())
+                .arg(&self.config.group)
+                .arg(&self.consumer)
+                .arg(0)
+                .arg(&orphans)
+                .query_async(conn)
+                .await?;
+            entries = stream::parse_entry_list(&reply).map_err(reply_error)?;
+            tracing::info!(
+                count = entries.len(),
+                "taking up own pending entries no task holds"
+            );
+        } else if self
+            .health
+            .available_for()
+            .is_some_and(|t| t >= liveness.ttl())
+        {
+            for peer in liveness.suspects(conn).await? {
+                match liveness.reclaim(conn, &peer.name, count).await? {
+                    Reclaimed::Alive => {}
+                    Reclaimed::Removed => {
+                        tracing::info!(consumer = %peer.name, "removed a dead consumer from the group")
+                    }
+                    Reclaimed::Claimed(claimed) => {
+                        self.metrics
+                            .claimed
+                            .fetch_add(claimed.len() as u64, Ordering::Relaxed);
+                        tracing::info!(consumer = %peer.name, count = claimed.len(), "took over a dead consumer's pending entries");
+                        entries = claimed;
+                        break;
+                    }
+                }
+            }
         }
         if !entries.is_empty() {
-            self.metrics
-                .claimed
-                .fetch_add(entries.len() as u64, Ordering::Relaxed);
-            tracing::info!(count = entries.len(), "claimed idle pending entries");
             self.fill_deliveries(conn, &mut entries).await?;
             self.metrics.read_latency.observe(started.elapsed());
         }
         Ok(entries)
+    }
+
+    /// This consumer's pending entries, oldest first: (id, deliveries).
+    async fn own_pending<C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        count: usize,
+    ) -> Result<Vec<(String, u64)>, RedisError> {
+        let reply: Value = redis::cmd("XPENDING")
+            .arg(self.keys.input_stream())
+            .arg(&self.config.group)
+            .arg("-")
+            .arg("+")
+            .arg(count)
+            .arg(&self.consumer)
+            .query_async(conn)
+            .await?;
+        parse_xpending_range(&reply).map_err(reply_error)
     }
 
     /// Delivery counts of (re)delivered entries, from XPENDING in one call.
@@ -635,6 +772,43 @@ impl<I: Index + 'static> Worker<I> {
                     .store(info.lag.unwrap_or(-1), Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// Refresh the liveness key every third of its TTL until aborted. A refresh
+/// that fails is not retried: the next beat comes soon, and two may fail
+/// before peers take over. A transient failure makes the worker not ready
+/// like any other (so `/readyz` shows an outage even with no traffic).
+async fn heartbeat<I: Index>(shared: Arc<Shared<I>>, liveness: Liveness) {
+    let mut trouble: Option<Trouble> = None;
+    let mut tick = tokio::time::interval(liveness.beat_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let mut c = shared.conn.clone();
+        match liveness.beat(&mut c).await {
+            Ok(()) => trouble = None,
+            Err(e) if transient::is_transient(&e) => {
+                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                let reason = transient::reason(&e);
+                match &trouble {
+                    Some(_) => shared.health.still(&reason),
+                    None => trouble = Some(shared.trouble(&reason)),
+                }
+            }
+            Err(e) => {
+                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %e, "refreshing the liveness key failed");
+            }
+        }
+    }
+}
+
+impl<I: Index> Shared<I> {
+    /// A call of a batch task failed with a transient error: see [`Health::trouble`].
+    fn trouble(&self, reason: &str) -> Trouble {
+        let holding = self.metrics.in_flight.load(Ordering::Relaxed);
+        self.health.trouble(reason, &self.metrics, holding)
     }
 }
 
@@ -715,6 +889,9 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
         .ts_ms
         .or_else(|| entry.stream_time_ms())
         .unwrap_or(0);
+    if let Err(why) = shared.event_times.check(ts_ms, now_ms()) {
+        return Prepared::Ready(Resolution::Rejected { why });
+    }
     Prepared::Check(
         IndexEntry {
             id: article.id,
@@ -725,11 +902,23 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
     )
 }
 
+/// The worker's clock, unix milliseconds.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// Call the index, retrying while it is unavailable. `None`: give up on this
 /// entry for now (it stays pending and comes back).
 async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Resolution> {
     let _permit = shared.index_permits.acquire().await.ok()?;
     let mut attempt = 0u32;
+    let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
+    // Held while the index is unavailable: the entry waits here, its place
+    // and delivery count kept.
+    let mut trouble: Option<Trouble> = None;
     loop {
         let started = Instant::now();
         let result: Result<Resolution, IndexError> = match &prepared {
@@ -772,9 +961,13 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
             }
             Err(IndexError::Unavailable { reason: why, .. }) => {
                 shared.metrics.index_retries.fetch_add(1, Ordering::Relaxed);
-                attempt += 1;
-                tracing::warn!(%why, attempt, "index unavailable; retrying");
-                tokio::time::sleep(backoff(attempt, shared.config.backoff_max_ms)).await;
+                let reason = index_reason(&why);
+                match &trouble {
+                    Some(_) => shared.health.still(reason),
+                    None => trouble = Some(shared.trouble(reason)),
+                }
+                tracing::debug!(%why, "index unavailable; retrying");
+                tokio::time::sleep(backoff.next_delay()).await;
             }
             Err(IndexError::Contention { attempts }) if attempt < 5 => {
                 shared.metrics.index_retries.fetch_add(1, Ordering::Relaxed);
@@ -787,6 +980,19 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
             }
         }
     }
+}
+
+/// The reason of an unavailable index for `/readyz`: the server's error code
+/// when it gave one (`OOM`, `LOADING`, ...), else `unreachable`.
+fn index_reason(why: &str) -> &'static str {
+    let first = why
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    transient::TRANSIENT_CODES
+        .into_iter()
+        .find(|c| *c == first)
+        .unwrap_or("unreachable")
 }
 
 /// An ordered batch's index calls: up to `pipeline` at once, each started
@@ -994,9 +1200,12 @@ async fn finish_batch<I: Index + 'static>(
     (emitted, skipped)
 }
 
-/// One ack-and-emit call, retried with backoff until it succeeds.
+/// One ack-and-emit call, retried with backoff until it succeeds (the
+/// script is idempotent). A transient error makes the worker not ready
+/// meanwhile; any other is logged at each attempt.
 async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bool> {
-    let mut attempt = 0u32;
+    let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
+    let mut trouble: Option<Trouble> = None;
     loop {
         let started = Instant::now();
         let mut conn = shared.conn.clone();
@@ -1007,13 +1216,17 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
             }
             Err(e) => {
                 shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
-                if is_connection_error(&e) {
-                    shared.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
-                    shared.health.ready.store(false, Ordering::Relaxed);
+                if transient::is_transient(&e) {
+                    let reason = transient::reason(&e);
+                    match &trouble {
+                        Some(_) => shared.health.still(&reason),
+                        None => trouble = Some(shared.trouble(&reason)),
+                    }
+                    tracing::debug!(error = %e, "commit failed; retrying");
+                } else {
+                    tracing::warn!(error = %e, "commit failed; retrying");
                 }
-                attempt += 1;
-                tracing::warn!(error = %e, attempt, "commit failed; retrying");
-                tokio::time::sleep(backoff(attempt, shared.config.backoff_max_ms)).await;
+                tokio::time::sleep(backoff.next_delay()).await;
             }
         }
     }
@@ -1058,5 +1271,21 @@ mod tests {
         empty.fingerprint.words = 0;
         assert!(!may_interact(&a, &empty));
         assert!(!may_interact(&empty, &a));
+    }
+
+    #[test]
+    fn an_unavailable_index_reports_the_servers_code() {
+        assert_eq!(
+            index_reason("OOM: command not allowed when used memory > 'maxmemory'"),
+            "OOM"
+        );
+        assert_eq!(
+            index_reason("LOADING Redis is loading the dataset"),
+            "LOADING"
+        );
+        assert_eq!(
+            index_reason("connection refused (os error 111)"),
+            "unreachable"
+        );
     }
 }

@@ -30,7 +30,8 @@ pub async fn run<I: Index + 'static>(
         fingerprinter,
         settings.worker.clone(),
         settings.max_text_bytes,
-    )?;
+    )?
+    .event_window(settings.decision.window_ms);
     let http_task = if settings.worker.http_addr.is_empty() {
         None
     } else {
@@ -67,7 +68,7 @@ pub async fn connect_redis_index(
         response_timeout: Duration::from_millis(settings.worker.command_timeout_ms),
         ..RedisIndexOptions::default()
     };
-    let mut attempt = 0u32;
+    let mut backoff = super::Backoff::new(Duration::from_millis(settings.worker.backoff_max_ms));
     loop {
         match RedisIndex::connect(
             &settings.redis_url,
@@ -81,18 +82,15 @@ pub async fn connect_redis_index(
             Ok(index) => match index.sync().await {
                 Ok(()) => return Ok(Some(index)),
                 Err(IndexError::Unavailable { reason: why, .. }) => {
-                    attempt += 1;
-                    tracing::warn!(%why, attempt, "Redis index unreachable; retrying");
-                    tokio::time::sleep(super::backoff(attempt, settings.worker.backoff_max_ms))
-                        .await;
+                    tracing::warn!(%why, "Redis index unreachable; retrying");
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
                 Err(e) => return Err(e),
             },
             Err(IndexError::Unavailable { reason: why, .. }) => {
-                attempt += 1;
-                tracing::warn!(%why, attempt, "Redis index unreachable; retrying");
+                tracing::warn!(%why, "Redis index unreachable; retrying");
                 tokio::select! {
-                    _ = tokio::time::sleep(super::backoff(attempt, settings.worker.backoff_max_ms)) => {}
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
                     _ = shutdown.recv() => return Ok(None),
                 }
             }

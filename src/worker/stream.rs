@@ -182,7 +182,7 @@ pub fn parse_raw_entry(v: &Value) -> Result<RawEntry, ReplyError> {
     })
 }
 
-fn parse_entry_list(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
+pub fn parse_entry_list(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
     match v {
         Value::Nil => Ok(Vec::new()),
         Value::Array(items) => items.iter().map(parse_raw_entry).collect(),
@@ -217,27 +217,6 @@ pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
         }
         other => Err(ReplyError(format!("XREADGROUP: {other:?}"))),
     }
-}
-
-/// An `XAUTOCLAIM` reply: `(next cursor, claimed entries, ids deleted meanwhile)`.
-pub fn parse_xautoclaim(v: &Value) -> Result<(String, Vec<RawEntry>, Vec<String>), ReplyError> {
-    let Value::Array(parts) = v else {
-        return Err(ReplyError(format!("XAUTOCLAIM: {v:?}")));
-    };
-    let cursor = parts
-        .first()
-        .and_then(string)
-        .ok_or_else(|| ReplyError("XAUTOCLAIM without a cursor".into()))?;
-    let entries = parts
-        .get(1)
-        .map(parse_entry_list)
-        .transpose()?
-        .unwrap_or_default();
-    let deleted = match parts.get(2) {
-        Some(Value::Array(ids)) => ids.iter().filter_map(string).collect(),
-        _ => Vec::new(),
-    };
-    Ok((cursor, entries, deleted))
 }
 
 /// An `XPENDING key group start end count [consumer]` reply: `(id, deliveries)`.
@@ -343,18 +322,10 @@ mod tests {
         ]);
         let reply = Value::Array(vec![Value::Array(vec![
             Value::BulkString(b"s".to_vec()),
-            Value::Array(vec![e.clone()]),
+            Value::Array(vec![e]),
         ])]);
         let got = parse_xreadgroup(&reply).unwrap();
         assert_eq!(got[0].field("id"), Some(&b"\xff"[..]));
-        let claim = Value::Array(vec![
-            Value::BulkString(b"0-0".to_vec()),
-            Value::Array(vec![e]),
-            Value::Array(vec![Value::BulkString(b"2-0".to_vec())]),
-        ]);
-        let (cursor, entries, deleted) = parse_xautoclaim(&claim).unwrap();
-        assert_eq!((cursor.as_str(), entries.len()), ("0-0", 1));
-        assert_eq!(deleted, vec!["2-0".to_owned()]);
         assert!(parse_xreadgroup(&Value::Nil).unwrap().is_empty());
     }
 }

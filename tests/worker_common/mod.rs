@@ -16,7 +16,7 @@ pub fn fast_config() -> WorkerConfig {
         batch_size: 16,
         max_in_flight: 64,
         block_ms: 100,
-        claim_min_idle_ms: 800,
+        liveness_ttl_ms: 600,
         claim_interval_ms: 100,
         command_timeout_ms: 2_000,
         backoff_max_ms: 200,

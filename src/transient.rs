@@ -1,0 +1,115 @@
+//! Transient Redis errors, and how a caller waits them out.
+//!
+//! A transient error says the server, or the way to it, cannot serve *now* but
+//! will: it is full (`OOM` under `maxmemory noeviction`), loading its data
+//! after a restart, busy with a script, failing over (`READONLY`, `MASTERDOWN`,
+//! `TRYAGAIN`, `CLUSTERDOWN`), or unreachable (refused, reset, timed out). It is
+//! never the fault of the article being worked on: the caller keeps what it
+//! holds and retries the same call after a [`Backoff`]. Every other error (a
+//! script error, a reply of the wrong shape, a refused permission) is a fault
+//! of the call itself, and retrying it unchanged would only repeat it.
+//!
+//! This is the one place that draws the line: the index maps transient errors
+//! to `IndexError::Unavailable`, the worker to "not ready, retrying".
+
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use redis::RedisError;
+
+/// Error codes (the first word of the reply) of a server that cannot serve now
+/// but will, without anything about the command changing.
+pub const TRANSIENT_CODES: [&str; 7] = [
+    "OOM",
+    "LOADING",
+    "BUSY",
+    "READONLY",
+    "MASTERDOWN",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+];
+
+/// Whether `e` is transient: retry the same call later, and blame nobody.
+pub fn is_transient(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || e.code().is_some_and(|c| TRANSIENT_CODES.contains(&c))
+}
+
+/// A short name for the kind of a transient error, for `/readyz` and logs:
+/// the server's code (`OOM`, `LOADING`, ...) or `unreachable`.
+pub fn reason(e: &RedisError) -> String {
+    match e.code() {
+        Some(code) if TRANSIENT_CODES.contains(&code) => code.to_owned(),
+        _ => "unreachable".to_owned(),
+    }
+}
+
+/// Delays between attempts of one call: exponential from 25 ms up to a bound,
+/// with full jitter (so workers that failed together do not retry together),
+/// never giving up. Make one per call being retried.
+#[derive(Debug)]
+pub struct Backoff(ExponentialBackoff);
+
+impl Backoff {
+    pub fn new(max: Duration) -> Backoff {
+        let max = max.max(Duration::from_millis(1));
+        Backoff(
+            ExponentialBuilder::new()
+                .with_min_delay(Duration::from_millis(25).min(max))
+                .with_max_delay(max)
+                .with_jitter()
+                .without_max_times()
+                .build(),
+        )
+    }
+
+    /// The delay before the next attempt.
+    pub fn next_delay(&mut self) -> Duration {
+        self.0.next().unwrap_or(Duration::from_millis(25))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::ErrorKind;
+
+    fn server_error(code: &str) -> RedisError {
+        redis::parse_redis_value(format!("-{code} some detail\r\n").as_bytes())
+            .and_then(|v| v.extract_error())
+            .expect_err("an error reply")
+    }
+
+    #[test]
+    fn the_server_cannot_serve_now_is_transient() {
+        for code in TRANSIENT_CODES {
+            let e = server_error(code);
+            assert!(is_transient(&e), "{code}: {e:?}");
+            assert_eq!(reason(&e), code);
+        }
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(is_transient(&io));
+        assert_eq!(reason(&io), "unreachable");
+    }
+
+    #[test]
+    fn faults_of_the_call_are_not() {
+        for code in ["ERR", "WRONGTYPE", "NOSCRIPT", "NOPERM", "NOGROUP"] {
+            assert!(!is_transient(&server_error(code)), "{code}");
+        }
+        let shape = RedisError::from((ErrorKind::UnexpectedReturnType, "reply"));
+        assert!(!is_transient(&shape));
+    }
+
+    #[test]
+    fn backoff_is_bounded_and_never_gives_up() {
+        let mut b = Backoff::new(Duration::from_millis(200));
+        for _ in 0..50 {
+            // Jitter adds up to one more delay on top of the bound.
+            assert!(b.next_delay() <= Duration::from_millis(400));
+        }
+    }
+}

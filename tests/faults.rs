@@ -1,0 +1,448 @@
+//! The fault suite: `simdedup worker` processes on the Redis index, each test
+//! with its own `redis-server`, through the faults a deployment meets — a
+//! worker killed with SIGKILL mid-batch, a live consumer that holds entries
+//! for long, Redis killed and restarted from its AOF, connections killed by
+//! `CLIENT KILL`, Redis out of memory and lifted. After each: exactly one
+//! output per input, nothing pending, one article kept per near-duplicate
+//! group, no good article rejected.
+//!
+//! Waits have upper bounds against hangs. The recovery bounds asserted are
+//! the mechanism's (liveness TTL plus claim interval), with slack for a busy
+//! machine, never a speed figure.
+
+mod support;
+mod worker_common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use simdedup::keys::Keys;
+use support::free_port;
+use worker_common::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const GROUP: &str = "simdedup";
+/// Groups of near-duplicates fed by each test, and articles per group.
+const GROUPS: u64 = 400;
+const COPIES: u64 = 4;
+
+/// A `redis-server` with an append-only file in its own directory, on a fixed
+/// port, that a test can kill and start again on the same data.
+struct Redis {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let bin = simdedup::redis_server::find_binary().expect(
+            "these tests start their own redis-server: install it (apt-get install redis-server)",
+        );
+        let mut r = Redis {
+            bin,
+            dir: tempfile::tempdir().unwrap(),
+            port: free_port(),
+            child: None,
+        };
+        r.restart();
+        r
+    }
+
+    fn restart(&mut self) {
+        let child = Command::new(&self.bin)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+        wait_until("redis-server answers", LIMIT, || {
+            redis::Client::open(self.url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok()
+        });
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A worker process at default settings but for its HTTP port, killed when
+/// dropped.
+struct Worker {
+    child: Child,
+    port: u16,
+    name: String,
+}
+
+impl Worker {
+    fn spawn(redis: &Redis, ns: &str, name: &str) -> Worker {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+            .args(["worker", "--redis-url", &redis.url(), "--namespace", ns])
+            .args(["--index", "redis", "--consumer", name])
+            .args(["--http-addr", &format!("127.0.0.1:{port}")])
+            .env_remove("SIMDEDUP_CONFIG")
+            .env("SIMDEDUP_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn simdedup worker");
+        Worker {
+            child,
+            port,
+            name: name.to_owned(),
+        }
+    }
+
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).ok()?;
+        let status = body.split_whitespace().nth(1)?.parse().ok()?;
+        Some((status, body))
+    }
+
+    fn ready(&self) -> bool {
+        matches!(self.get("/readyz"), Some((200, _)))
+    }
+
+    fn metric(&self, name: &str) -> u64 {
+        let (_, body) = self.get("/metrics").expect("GET /metrics");
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /metrics"))
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn wait_ready(workers: &[&Worker]) {
+    wait_until("workers ready", LIMIT, || workers.iter().all(|w| w.ready()));
+}
+
+/// XADD every article: `GROUPS` groups of `COPIES` near-duplicates, copies
+/// spread over the stream (group g's copy v comes after every copy v - 1).
+fn feed(conn: &mut redis::Connection, keys: &Keys) -> usize {
+    let mut pipe = redis::pipe();
+    for v in 0..COPIES {
+        for g in 0..GROUPS {
+            pipe.cmd("XADD")
+                .arg(keys.input_stream())
+                .arg("*")
+                .arg("id")
+                .arg(format!("g{g}-v{v}"))
+                .arg("text")
+                .arg(article_text(g, v))
+                .ignore();
+        }
+    }
+    pipe.query::<()>(conn).unwrap();
+    (GROUPS * COPIES) as usize
+}
+
+fn consumer_pending(conn: &mut redis::Connection, keys: &Keys, consumer: &str) -> usize {
+    let reply: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(keys.input_stream())
+        .arg(GROUP)
+        .arg("-")
+        .arg("+")
+        .arg(100_000)
+        .arg(consumer)
+        .query(conn)
+        .unwrap();
+    reply.len()
+}
+
+fn consumers(conn: &mut redis::Connection, keys: &Keys) -> Vec<String> {
+    let reply: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("CONSUMERS")
+        .arg(keys.input_stream())
+        .arg(GROUP)
+        .query(conn)
+        .unwrap();
+    reply
+        .into_iter()
+        .filter_map(|c| match c.get("name") {
+            Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn outputs(conn: &mut redis::Connection, keys: &Keys) -> usize {
+    xlen(conn, &keys.output_stream())
+}
+
+/// Every input has exactly one output, nothing is pending, no article was
+/// rejected, and each group has exactly one article kept, the others its
+/// duplicates.
+fn assert_all_answered_once(conn: &mut redis::Connection, keys: &Keys, total: usize) {
+    wait_until("one output per input, nothing pending", LIMIT, || {
+        outputs(conn, keys) >= total && pending(conn, keys, GROUP) == 0
+    });
+    let outs = read_stream(conn, &keys.output_stream());
+    assert_eq!(outs.len(), total, "exactly one output per input");
+    let mut sources: Vec<&String> = outs.iter().map(|(_, f)| &f["source"]).collect();
+    sources.sort();
+    sources.dedup();
+    assert_eq!(sources.len(), total, "no input answered twice");
+    let mut kept: HashMap<String, usize> = HashMap::new();
+    for (_, f) in &outs {
+        let group = f["id"].split('-').next().unwrap().to_owned();
+        match f["verdict"].as_str() {
+            "unique" => *kept.entry(group).or_default() += 1,
+            "duplicate" => {
+                assert_eq!(f["dup_of"].split('-').next().unwrap(), group, "{f:?}");
+                kept.entry(group).or_default();
+            }
+            other => panic!("a good article answered {other}: {f:?}"),
+        }
+    }
+    assert_eq!(kept.len(), GROUPS as usize);
+    let wrong: Vec<_> = kept.iter().filter(|(_, &n)| n != 1).collect();
+    assert!(wrong.is_empty(), "one kept per group: {wrong:?}");
+    assert_eq!(xlen(conn, &keys.dead_stream()), 0, "nothing dead-lettered");
+}
+
+/// Recovery: a worker killed with SIGKILL while it holds entries; its peer
+/// takes them over once its liveness key expires (3 s TTL, 1 s scans by
+/// default) and removes it from the group.
+#[test]
+fn a_killed_workers_entries_move_on_within_seconds() {
+    let redis = Redis::start();
+    let keys = Keys::new("kill");
+    let mut conn = redis.connection();
+    let mut a = Worker::spawn(&redis, "kill", "a");
+    let b = Worker::spawn(&redis, "kill", "b");
+    wait_ready(&[&a, &b]);
+    let total = feed(&mut conn, &keys);
+    wait_until("a holds entries", LIMIT, || {
+        consumer_pending(&mut conn, &keys, "a") > 0
+    });
+    a.kill9();
+    let killed = Instant::now();
+    let orphaned = consumer_pending(&mut conn, &keys, "a");
+    wait_until("a's entries taken over and a removed", LIMIT, || {
+        !consumers(&mut conn, &keys).contains(&a.name)
+    });
+    let took = killed.elapsed();
+    // TTL 3 s + scan interval 1 s, doubled for a loaded machine. Without
+    // liveness-based recovery nobody takes them at all.
+    assert!(
+        took < Duration::from_secs(10),
+        "took {took:?} for {orphaned} entries"
+    );
+    assert_all_answered_once(&mut conn, &keys, total);
+    if orphaned > 0 {
+        assert!(b.metric("simdedup_claimed_total") > 0);
+    }
+}
+
+/// A live consumer's entries are never taken, however long it holds them: a
+/// consumer whose liveness key the test keeps fresh holds entries for three
+/// TTLs while a worker runs; once the key lapses, the worker takes them.
+#[test]
+fn a_live_consumers_entries_are_never_taken() {
+    let redis = Redis::start();
+    let keys = Keys::new("slow");
+    let mut conn = redis.connection();
+    let w = Worker::spawn(&redis, "slow", "w");
+    wait_ready(&[&w]);
+    let total = feed(&mut conn, &keys);
+    // "slow" reads a few entries and never finishes them while it lives.
+    let alive = keys.alive(GROUP, "slow");
+    let _: () = redis::cmd("SET")
+        .arg(&alive)
+        .arg(1)
+        .arg("PX")
+        .arg(3000)
+        .query(&mut conn)
+        .unwrap();
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg("slow")
+        .arg("COUNT")
+        .arg(5)
+        .arg("STREAMS")
+        .arg(keys.input_stream())
+        .arg(">")
+        .query(&mut conn)
+        .unwrap();
+    let held = consumer_pending(&mut conn, &keys, "slow");
+    let until = Instant::now() + Duration::from_secs(9);
+    while Instant::now() < until {
+        let _: () = redis::cmd("PEXPIRE")
+            .arg(&alive)
+            .arg(3000)
+            .query(&mut conn)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        consumer_pending(&mut conn, &keys, "slow"),
+        held,
+        "a live consumer keeps its entries"
+    );
+    assert_eq!(w.metric("simdedup_claimed_total"), 0);
+    // It dies: its key lapses, and its entries move on.
+    assert_all_answered_once(&mut conn, &keys, total);
+    assert_eq!(w.metric("simdedup_claimed_total"), held as u64);
+    wait_until("slow removed from the group", LIMIT, || {
+        !consumers(&mut conn, &keys).contains(&"slow".to_owned())
+    });
+}
+
+/// Redis killed with SIGKILL mid-stream and started again from its AOF.
+#[test]
+fn redis_killed_and_restarted_from_its_aof() {
+    let mut redis = Redis::start();
+    let keys = Keys::new("restart");
+    let mut conn = redis.connection();
+    let a = Worker::spawn(&redis, "restart", "a");
+    let b = Worker::spawn(&redis, "restart", "b");
+    wait_ready(&[&a, &b]);
+    let total = feed(&mut conn, &keys);
+    wait_until("a quarter answered", LIMIT, || {
+        outputs(&mut conn, &keys) >= total / 4
+    });
+    redis.kill();
+    wait_until("workers see the outage", LIMIT, || !a.ready() && !b.ready());
+    std::thread::sleep(Duration::from_secs(1));
+    redis.restart();
+    assert!(
+        redis.dir().join("appendonlydir").exists(),
+        "restarted from the AOF"
+    );
+    let mut conn = redis.connection();
+    assert_all_answered_once(&mut conn, &keys, total);
+    wait_until("workers ready again", LIMIT, || a.ready() && b.ready());
+}
+
+/// Every client connection killed, again and again, while articles flow.
+#[test]
+fn client_kill_storm() {
+    let redis = Redis::start();
+    let keys = Keys::new("clientkill");
+    let mut conn = redis.connection();
+    let a = Worker::spawn(&redis, "clientkill", "a");
+    let b = Worker::spawn(&redis, "clientkill", "b");
+    wait_ready(&[&a, &b]);
+    let total = feed(&mut conn, &keys);
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        // SKIPME yes (the default): the test's own connection survives.
+        let _: redis::Value = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .query(&mut conn)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert_all_answered_once(&mut conn, &keys, total);
+}
+
+/// Redis out of memory (`maxmemory` just under what it uses, `noeviction`)
+/// while articles flow, lifted after a while: the workers hold their
+/// entries, answer 503 on /readyz with the reason, spend no delivery, and
+/// finish everything once it is lifted.
+#[test]
+fn redis_out_of_memory_and_lifted() {
+    let redis = Redis::start();
+    let keys = Keys::new("oom");
+    let mut conn = redis.connection();
+    let a = Worker::spawn(&redis, "oom", "a");
+    let b = Worker::spawn(&redis, "oom", "b");
+    wait_ready(&[&a, &b]);
+    let total = feed(&mut conn, &keys);
+    wait_until("some answered", LIMIT, || {
+        outputs(&mut conn, &keys) >= total / 10
+    });
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(used - used / 10)
+        .query(&mut conn)
+        .unwrap();
+    wait_until(
+        "/readyz 503 with the reason",
+        LIMIT,
+        || matches!(a.get("/readyz"), Some((503, body)) if body.contains("OOM")),
+    );
+    // Hold the outage well past max_deliveries (5) claim scans.
+    std::thread::sleep(Duration::from_secs(8));
+    let during = outputs(&mut conn, &keys);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query(&mut conn)
+        .unwrap();
+    assert!(during < total, "the outage caught articles in flight");
+    assert_all_answered_once(&mut conn, &keys, total);
+    wait_until("workers ready again", LIMIT, || a.ready() && b.ready());
+    assert!(
+        a.metric("simdedup_redis_outages_total") + b.metric("simdedup_redis_outages_total") >= 1
+    );
+}
