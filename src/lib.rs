@@ -7,6 +7,7 @@
 //!   [`idf`] weighs them ([`hotwords`] caches the common words' IDF and hash);
 //!   [`simhash`] folds them into a 64-bit SimHash;
 //!   [`signature`] hashes the longest sentences and the whole content;
+//!   [`distinctive`] samples its numbers, what templated reports differ in;
 //!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint).
 //!   The recipe is specified in `docs/fingerprint.md`.
 //! - **Deciding**: [`decision`] says whether a fingerprint duplicates any of a set
@@ -28,6 +29,7 @@ pub mod article;
 pub mod bench;
 pub mod decision;
 pub mod demo;
+pub mod distinctive;
 pub mod eval;
 pub mod fingerprint;
 pub mod hotwords;
@@ -41,4 +43,5 @@ pub mod settings;
 pub mod signature;
 pub mod simhash;
 pub mod tokenize;
+pub mod version_stamp;
 pub mod worker;

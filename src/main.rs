@@ -522,6 +522,7 @@ fn run_fingerprint(args: FingerprintArgs) -> Result<()> {
         "simhash": fp.simhash_hex(),
         "content": simdedup::simhash::to_hex(fp.content),
         "signatures": fp.signatures.iter().map(|s| format!("{s:08x}")).collect::<Vec<_>>(),
+        "numbers": fp.numbers.iter().map(|n| format!("{n:04x}")).collect::<Vec<_>>(),
         "words": fp.words,
         "empty": fp.is_empty(),
     });

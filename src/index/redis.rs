@@ -1209,6 +1209,7 @@ fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Cand>, cfg: &DecisionConfig
         simhash: c.fp.simhash,
         content: c.fp.content,
         signatures: &c.fp.signatures,
+        numbers: &c.fp.numbers,
         ts_ms: c.ts_ms,
     });
     match decide(&entry.fingerprint, entry.ts_ms, views, cfg) {
@@ -1702,6 +1703,7 @@ mod tests {
                 content: 7,
                 signatures: vec![1],
                 words: 3,
+                numbers: Vec::new(),
             },
         };
         let p = Probe::new(&entry, &DecisionConfig::default(), day, 3);

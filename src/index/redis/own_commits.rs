@@ -336,6 +336,7 @@ mod tests {
             content: 0xaabb_ccdd_eeff_0102,
             signatures: vec![7, 9, 11],
             words: 3,
+            numbers: Vec::new(),
         };
         let t = Tokens::of("a", &fp, 2);
         assert_eq!(t.blocks, [0x1111, 0x2222, 0x3333, 0x4444]);
