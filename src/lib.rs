@@ -11,7 +11,8 @@
 //!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint).
 //!   The recipe is specified in `docs/fingerprint.md`.
 //! - **Deciding**: [`decision`] says whether a fingerprint duplicates any of a set
-//!   of candidates, and by which signal (exact, simhash, sentence).
+//!   of candidates, and by which signal (exact, simhash, sentence);
+//!   [`explain`] shows the evidence behind a verdict on two texts.
 //! - **Indexing**: [`index`] defines the [`Index`](index::Index) trait (atomic,
 //!   idempotent check-and-insert, query, delete, get, cluster) and the in-process
 //!   [`EmbeddedIndex`](index::EmbeddedIndex).
@@ -31,6 +32,7 @@ pub mod decision;
 pub mod demo;
 pub mod distinctive;
 pub mod eval;
+pub mod explain;
 pub mod fingerprint;
 pub mod hotwords;
 pub mod idf;
