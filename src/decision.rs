@@ -17,6 +17,13 @@
 //!   nearly identical in SimHash. This is the precise second check that short
 //!   texts, whose SimHash alone is unstable, need.
 //!
+//! A simhash or sentence match also needs the two articles' **numbers** to agree
+//! (when both have a few): reports of one template — earnings tables, daily
+//! figures, notices about different people — share their words and clauses but
+//! not their figures, while a copy, a correction or a reissue keeps most of
+//! them (see [`crate::distinctive`] and [`template_agreement`]). An exact match
+//! needs nothing more: its letters and digits are the same.
+//!
 //! Among matches the best is the exact one, then the closest SimHash, then the one
 //! sharing most signatures, then the earliest, then the smallest id.
 
@@ -82,6 +89,13 @@ pub struct DecisionConfig {
     /// bottom-k sample), so indexing 4 of 12 finds the same duplicates for a third
     /// of the index entries (measured: no recall change on the dev sets).
     pub lookup_signatures: usize,
+    /// A simhash or sentence match whose number sketches agree less than this
+    /// (resemblance or containment, 0..=1) is a different report of the same
+    /// template, not a copy. 0 turns the rule off.
+    pub template_min_agreement: f64,
+    /// The template rule applies only when both articles have at least this
+    /// many distinct numbers in their sketches: fewer say nothing either way.
+    pub template_min_numbers: usize,
 }
 
 /// The largest `max_distance` the 4-block pigeonhole index can guarantee to find.
@@ -95,6 +109,8 @@ impl Default for DecisionConfig {
             containment_min_sample: 8,
             window_ms: 48 * 3600 * 1000,
             lookup_signatures: 4,
+            template_min_agreement: 0.5,
+            template_min_numbers: 3,
         }
     }
 }
@@ -119,6 +135,12 @@ impl DecisionConfig {
         }
         if self.window_ms == 0 {
             return Err("window_ms must be positive".into());
+        }
+        if !(0.0..=1.0).contains(&self.template_min_agreement) {
+            return Err(format!(
+                "template_min_agreement = {} but an agreement is a share (0 to 1)",
+                self.template_min_agreement
+            ));
         }
         Ok(())
     }
@@ -146,7 +168,7 @@ impl DecisionConfig {
 /// found estimates |a ∩ b| / |b|. This is what a truncated copy (all its text in
 /// the original) or an original with a paragraph added (all of it in the copy)
 /// shows, where resemblance alone would only see a part.
-pub fn containment(b: &[u32], a: &[u32], min_sample: usize) -> f64 {
+pub fn containment<T: Ord + Copy>(b: &[T], a: &[T], min_sample: usize) -> f64 {
     let Some(&tau) = a.last() else {
         return 0.0;
     };
@@ -157,17 +179,23 @@ pub fn containment(b: &[u32], a: &[u32], min_sample: usize) -> f64 {
     shared_count(sample, a) as f64 / sample.len().max(min_sample) as f64
 }
 
-/// How much text two sketches say their articles share: the largest of their
-/// resemblance (shared / smaller sketch) and the containment either way.
-pub fn overlap(a: &[u32], b: &[u32], min_sample: usize) -> f64 {
+/// How much text two sketches say their articles share: their resemblance
+/// (shared / smaller sketch), the containment of `a` in `b` and that of `b` in `a`.
+pub fn overlaps<T: Ord + Copy>(a: &[T], b: &[T], min_sample: usize) -> [f64; 3] {
     let shared = shared_count(a, b);
     if shared == 0 {
-        return 0.0;
+        return [0.0; 3];
     }
-    let resemblance = shared as f64 / a.len().min(b.len()) as f64;
-    resemblance
-        .max(containment(a, b, min_sample))
-        .max(containment(b, a, min_sample))
+    [
+        shared as f64 / a.len().min(b.len()) as f64,
+        containment(a, b, min_sample),
+        containment(b, a, min_sample),
+    ]
+}
+
+/// The largest of [`overlaps`]: what the sentence bound scales with.
+pub fn overlap<T: Ord + Copy>(a: &[T], b: &[T], min_sample: usize) -> f64 {
+    overlaps(a, b, min_sample).into_iter().fold(0.0, f64::max)
 }
 
 /// What the decision needs to know about a stored article.
@@ -177,6 +205,7 @@ pub struct CandidateView<'a> {
     pub simhash: u64,
     pub content: u64,
     pub signatures: &'a [u32],
+    pub numbers: &'a [u16],
     pub ts_ms: i64,
 }
 
@@ -189,7 +218,7 @@ pub struct Match {
 }
 
 /// Number of values present in both sorted slices.
-pub fn shared_count(a: &[u32], b: &[u32]) -> usize {
+pub fn shared_count<T: Ord>(a: &[T], b: &[T]) -> usize {
     let (mut i, mut j, mut n) = (0, 0, 0);
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {
@@ -205,31 +234,93 @@ pub fn shared_count(a: &[u32], b: &[u32]) -> usize {
     n
 }
 
-/// Classify one candidate: the signal under which it is a duplicate, if any.
+/// How far two number sketches agree (resemblance or containment either way,
+/// each number counting alike), or `None` when either has fewer than
+/// `min_numbers` numbers and so says nothing about templates.
+pub fn template_agreement(a: &[u16], b: &[u16], min_numbers: usize) -> Option<f64> {
+    (a.len() >= min_numbers.max(1) && b.len() >= min_numbers.max(1)).then(|| overlap(a, b, 1))
+}
+
+/// Everything the decision weighs about one candidate, and what it makes of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evidence {
+    /// Equal content hashes: the same letters and digits.
+    pub exact: bool,
+    /// SimHash Hamming distance.
+    pub distance: u32,
+    /// Sketch hashes the two share.
+    pub shared: usize,
+    /// Shared hashes / the smaller sketch.
+    pub resemblance: f64,
+    /// Estimated share of the article's text found in the candidate.
+    pub containment: f64,
+    /// Estimated share of the candidate's text found in the article.
+    pub containment_reverse: f64,
+    /// The overlap the sentence bound scales with: the largest of the three.
+    pub overlap: f64,
+    /// The SimHash bound the sentence signal allows at this overlap.
+    pub sentence_bound: Option<u32>,
+    /// Agreement of the number sketches, when both have enough numbers.
+    pub number_agreement: Option<f64>,
+    /// The signal the texts match by before the template rule, if any.
+    pub matched_by: Option<Signal>,
+    /// The template rule turned that match down: same template, other figures.
+    pub template: bool,
+}
+
+impl Evidence {
+    /// The verdict: the signal the candidate duplicates by, if any.
+    pub fn signal(&self) -> Option<Signal> {
+        self.matched_by.filter(|_| !self.template)
+    }
+}
+
+/// Weigh one candidate against an article's fingerprint.
+pub fn evidence(fp: &Fingerprint, c: &CandidateView<'_>, cfg: &DecisionConfig) -> Evidence {
+    let distance = hamming(fp.simhash, c.simhash);
+    let shared = shared_count(&fp.signatures, c.signatures);
+    let [resemblance, containment, containment_reverse] =
+        overlaps(&fp.signatures, c.signatures, cfg.containment_min_sample);
+    let overlap = resemblance.max(containment).max(containment_reverse);
+    let sentence_bound = cfg.sentence_bound(overlap);
+    let exact = fp.content == c.content;
+    let matched_by = if exact {
+        Some(Signal::Exact)
+    } else if distance <= cfg.max_distance {
+        Some(Signal::Simhash)
+    } else if sentence_bound.is_some_and(|bound| distance <= bound) {
+        Some(Signal::Sentence)
+    } else {
+        None
+    };
+    let number_agreement = template_agreement(&fp.numbers, c.numbers, cfg.template_min_numbers);
+    let template = !exact
+        && matched_by.is_some()
+        && number_agreement.is_some_and(|a| a < cfg.template_min_agreement);
+    Evidence {
+        exact,
+        distance,
+        shared,
+        resemblance,
+        containment,
+        containment_reverse,
+        overlap,
+        sentence_bound,
+        number_agreement,
+        matched_by,
+        template,
+    }
+}
+
+/// Classify one candidate: the signal under which it is a duplicate, if any,
+/// with the SimHash distance and the number of shared sketch hashes.
 pub fn classify(
     fp: &Fingerprint,
     c: &CandidateView<'_>,
     cfg: &DecisionConfig,
 ) -> Option<(Signal, u32, usize)> {
-    let distance = hamming(fp.simhash, c.simhash);
-    let shared = shared_count(&fp.signatures, c.signatures);
-    let signal = if fp.content == c.content {
-        Signal::Exact
-    } else if distance <= cfg.max_distance {
-        Signal::Simhash
-    } else if cfg
-        .sentence_bound(overlap(
-            &fp.signatures,
-            c.signatures,
-            cfg.containment_min_sample,
-        ))
-        .is_some_and(|bound| distance <= bound)
-    {
-        Signal::Sentence
-    } else {
-        return None;
-    };
-    Some((signal, distance, shared))
+    let e = evidence(fp, c, cfg);
+    Some((e.signal()?, e.distance, e.shared))
 }
 
 /// Choose the best match for an article at `ts_ms` among `candidates` (which may
@@ -282,6 +373,7 @@ mod tests {
             content,
             signatures: signatures.to_vec(),
             words: 10,
+            numbers: Vec::new(),
         }
     }
 
@@ -297,6 +389,7 @@ mod tests {
             simhash,
             content,
             signatures,
+            numbers: &[],
             ts_ms,
         }
     }
@@ -406,6 +499,53 @@ mod tests {
         assert_eq!(containment(&[5, 10, 1000], &[0, 5, 10, 20], 8), 2.0 / 8.0);
         assert_eq!(overlap(&[1, 2], &[3, 4], 8), 0.0);
         assert_eq!(containment(&[1], &[], 8), 0.0);
+    }
+
+    #[test]
+    fn same_template_other_figures_is_no_duplicate() {
+        let cfg = DecisionConfig::default();
+        let report = |numbers: &[u16]| Fingerprint {
+            numbers: numbers.to_vec(),
+            ..fp(0, 1, &[10, 20])
+        };
+        let earlier = [1u16, 2, 3, 4, 5, 6];
+        let near = |numbers| CandidateView {
+            numbers,
+            ..cand("a", 0b11, 2, &[10, 20], 0)
+        };
+        // Same words (SimHash distance 2), other figures: a new report.
+        let e = evidence(&report(&[7, 8, 9, 11, 12, 13]), &near(&earlier), &cfg);
+        assert_eq!(e.matched_by, Some(Signal::Simhash));
+        assert!(e.template);
+        assert_eq!(e.signal(), None);
+        // A figure fixed: a correction, still a duplicate.
+        let e = evidence(&report(&[1, 2, 3, 4, 5, 7]), &near(&earlier), &cfg);
+        assert_eq!(e.signal(), Some(Signal::Simhash));
+        // A tail cut: all its figures are in the earlier one (containment).
+        let e = evidence(&report(&[1, 2, 3]), &near(&earlier), &cfg);
+        assert_eq!(e.number_agreement, Some(1.0));
+        assert_eq!(e.signal(), Some(Signal::Simhash));
+        // Too few numbers on one side say nothing.
+        let e = evidence(&report(&[7, 8]), &near(&earlier), &cfg);
+        assert_eq!(
+            (e.number_agreement, e.signal()),
+            (None, Some(Signal::Simhash))
+        );
+        // An exact copy needs no figures to agree; the rule off lets all through.
+        let exact = CandidateView {
+            content: 1,
+            ..near(&earlier)
+        };
+        let other = report(&[7, 8, 9, 11, 12, 13]);
+        assert_eq!(evidence(&other, &exact, &cfg).signal(), Some(Signal::Exact));
+        let off = DecisionConfig {
+            template_min_agreement: 0.0,
+            ..cfg
+        };
+        assert_eq!(
+            evidence(&other, &near(&earlier), &off).signal(),
+            Some(Signal::Simhash)
+        );
     }
 
     #[test]

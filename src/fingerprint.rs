@@ -1,5 +1,5 @@
-//! Fingerprint v1: text → normalized text → words → TF-IDF weighted SimHash, plus
-//! sentence signatures and a content hash. Pure and I/O-free; the exact recipe is
+//! Fingerprint v2: text → normalized text → words → TF-IDF weighted SimHash, plus
+//! clause signatures, a content hash and a sketch of the text's numbers. Pure and I/O-free; the exact recipe is
 //! specified in `docs/fingerprint.md` and pinned by golden vectors in `tests/`.
 
 use std::sync::Arc;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::distinctive::number_sketch;
 use crate::hotwords::{HotWords, Lookup, HOT_WORDS};
 use crate::idf::IdfTable;
 use crate::normalize::normalize;
@@ -16,7 +17,7 @@ use crate::tokenize::Tokenizer;
 
 /// The fingerprint recipe version. Fingerprints of different versions must not be
 /// compared; the index stores it so an upgrade can tell.
-pub const FINGERPRINT_VERSION: u32 = 1;
+pub const FINGERPRINT_VERSION: u32 = 2;
 
 /// Tunables of the fingerprint. Changing any of them changes fingerprints, so every
 /// worker sharing an index must use the same values.
@@ -63,6 +64,10 @@ pub struct Fingerprint {
     pub signatures: Vec<u32>,
     /// Number of content words (0 means there was nothing to fingerprint).
     pub words: u32,
+    /// Number sketch: hashes of the text's numbers, the smallest few, sorted
+    /// (see [`crate::distinctive`]). Reports of one template differ here.
+    #[serde(default)]
+    pub numbers: Vec<u16>,
 }
 
 impl Fingerprint {
@@ -191,6 +196,7 @@ impl Fingerprinter {
             content: sig.content,
             signatures: sig.hashes,
             words,
+            numbers: number_sketch(text),
         }
     }
 }

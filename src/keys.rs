@@ -43,6 +43,12 @@ impl Keys {
         format!("{}alive:{group}:{consumer}", self.prefix)
     }
 
+    /// STRING: the fingerprint version the namespace is written with (set by
+    /// the first worker; see [`crate::version_stamp`]).
+    pub fn fingerprint_version(&self) -> String {
+        format!("{}version", self.prefix)
+    }
+
     // ---- The Redis index (see `docs/redis-keys.md`). `label` is a bucket label
     // from [`bucket_label`]; `handle` is an article's number inside its bucket;
     // `bits` is the bucket's shape (field `k` of its counter hash, see

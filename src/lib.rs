@@ -7,10 +7,12 @@
 //!   [`idf`] weighs them ([`hotwords`] caches the common words' IDF and hash);
 //!   [`simhash`] folds them into a 64-bit SimHash;
 //!   [`signature`] hashes the longest sentences and the whole content;
+//!   [`distinctive`] samples its numbers, what templated reports differ in;
 //!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint).
 //!   The recipe is specified in `docs/fingerprint.md`.
 //! - **Deciding**: [`decision`] says whether a fingerprint duplicates any of a set
-//!   of candidates, and by which signal (exact, simhash, sentence).
+//!   of candidates, and by which signal (exact, simhash, sentence);
+//!   [`explain`] shows the evidence behind a verdict on two texts.
 //! - **Indexing**: [`index`] defines the [`Index`](index::Index) trait (atomic,
 //!   idempotent check-and-insert, query, delete, get, cluster) and the in-process
 //!   [`EmbeddedIndex`](index::EmbeddedIndex).
@@ -29,7 +31,9 @@ pub mod bench;
 pub mod decision;
 pub mod demo;
 pub mod dictionary;
+pub mod distinctive;
 pub mod eval;
+pub mod explain;
 pub mod fingerprint;
 pub mod hotwords;
 pub mod idf;
@@ -43,4 +47,5 @@ pub mod signature;
 pub mod simhash;
 pub mod tokenize;
 pub mod transient;
+pub mod version_stamp;
 pub mod worker;

@@ -55,6 +55,8 @@ enum Command {
     Scan(ScanArgs),
     /// Print the fingerprint of one text as JSON.
     Fingerprint(FingerprintArgs),
+    /// Explain the verdict on text B against an earlier text A: signal, distance and bound, overlap, shared clauses, numbers.
+    Explain(ExplainArgs),
     /// IDF tables.
     #[command(subcommand)]
     Idf(IdfCommand),
@@ -350,6 +352,19 @@ struct FingerprintArgs {
     common: Common,
 }
 
+#[derive(Args, Debug)]
+struct ExplainArgs {
+    /// File holding the earlier text; `-` reads standard input.
+    a: PathBuf,
+    /// File holding the text judged against A; `-` reads standard input.
+    b: PathBuf,
+    /// Print JSON instead of a report for people.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    common: Common,
+}
+
 #[derive(Subcommand, Debug)]
 enum IdfCommand {
     /// Build an IDF table from your own articles (JSONL with a `text` field).
@@ -406,6 +421,10 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => run_demo(args),
         Command::Scan(args) => run_scan(args),
         Command::Fingerprint(args) => run_fingerprint(args),
+        Command::Explain(args) => args
+            .common
+            .settings()
+            .and_then(|settings| simdedup::explain::run(&settings, &args.a, &args.b, args.json)),
         Command::Idf(IdfCommand::Build {
             corpus,
             output,
@@ -512,6 +531,7 @@ fn run_fingerprint(args: FingerprintArgs) -> Result<()> {
         "simhash": fp.simhash_hex(),
         "content": simdedup::simhash::to_hex(fp.content),
         "signatures": fp.signatures.iter().map(|s| format!("{s:08x}")).collect::<Vec<_>>(),
+        "numbers": fp.numbers.iter().map(|n| format!("{n:04x}")).collect::<Vec<_>>(),
         "words": fp.words,
         "empty": fp.is_empty(),
     });

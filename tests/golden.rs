@@ -1,12 +1,13 @@
-//! Golden vectors for fingerprint v1 (`docs/fingerprint.md`).
+//! Golden vectors for fingerprint v2 (`docs/fingerprint.md`).
 //!
 //! These pin the recipe: normalization, jieba segmentation and its dictionary,
 //! the stop-word lists, jieba's IDF table, SipHash keys, fixed-point weights and the
-//! clause sketch. If one changes, that is a new fingerprint version: bump
+//! clause sketch and the number sketch. If one changes, that is a new fingerprint version: bump
 //! `FINGERPRINT_VERSION`, document the change, and only then update these values.
 
 use std::collections::BTreeMap;
 
+use simdedup::distinctive::{number_hash, numbers};
 use simdedup::fingerprint::{Fingerprinter, FINGERPRINT_VERSION};
 use simdedup::idf::IdfTable;
 use simdedup::normalize::normalize;
@@ -19,6 +20,7 @@ struct Golden {
     simhash: &'static str,
     content: &'static str,
     signatures: &'static [&'static str],
+    numbers: &'static [&'static str],
     words: u32,
 }
 
@@ -29,6 +31,7 @@ const GOLDEN: &[Golden] = &[
         simhash: "8887b3df23b4b5e5",
         content: "a5190c68a5f212f3",
         signatures: &["5d328a9a", "6c51090e", "7a39cc90", "d00f2e8c", "f4ca4981"],
+        numbers: &["1786", "74ac", "834a", "e8ab"],
         words: 40,
     },
     Golden {
@@ -37,6 +40,7 @@ const GOLDEN: &[Golden] = &[
         simhash: "7003a2629d8cb090",
         content: "4edc5ee70c71052d",
         signatures: &["5a8b614c", "a0aced22", "ad889a46", "cf75ca15", "ef3501eb"],
+        numbers: &["3ad0", "51a1", "6dd6", "858e", "d3d2", "dc14"],
         words: 33,
     },
     Golden {
@@ -45,6 +49,7 @@ const GOLDEN: &[Golden] = &[
         simhash: "ed689314030f62f2",
         content: "206423ec14d216a3",
         signatures: &["5ad33f58", "6c0968ca", "9e098ee0", "d7f1e191"],
+        numbers: &["6544", "e8ab", "f594"],
         words: 26,
     },
     Golden {
@@ -53,6 +58,7 @@ const GOLDEN: &[Golden] = &[
         simhash: "85b7495bf10ae366",
         content: "b329798eb76ab68f",
         signatures: &["261af16e"],
+        numbers: &[],
         words: 8,
     },
     Golden {
@@ -61,7 +67,26 @@ const GOLDEN: &[Golden] = &[
         simhash: "0000000000000000",
         content: "5cf2c6af7d459ee5",
         signatures: &[],
+        numbers: &[],
         words: 0,
+    },
+    Golden {
+        name: "numbers",
+        text: "Net 2,764,000 vs 2,540,000. Shr 61 cts, 3.7 pct; H1N1 on 10日, item 1. and 2,x; ４２ and ٤٢.",
+        simhash: "c541001b49da1600",
+        content: "0748b5017d864587",
+        signatures: &[],
+        numbers: &["4749", "858e", "95f6", "d452", "dd49", "e934", "ee41", "f264"],
+        words: 14,
+    },
+    Golden {
+        name: "unicode_key",
+        text: "İSTANBUL, Straße ΣΟΦΙΑ: Ünal's café reopened today after the long renovation.",
+        simhash: "b642e39500ac80e9",
+        content: "8f3e80e55b4f4fcd",
+        signatures: &["6f417411", "dd208700"],
+        numbers: &[],
+        words: 9,
     },
 ];
 
@@ -69,8 +94,185 @@ const GOLDEN: &[Golden] = &[
 const NEWS_HASH: &str = "cccef3ae64a1d28e";
 
 #[test]
-fn version_is_1() {
-    assert_eq!(FINGERPRINT_VERSION, 1);
+fn version_is_2() {
+    assert_eq!(FINGERPRINT_VERSION, 2);
+}
+
+/// Normalization (§1 of the spec), one vector per rule a port could read another
+/// way: (what the case pins, input, normalized output).
+const NORMALIZED: &[(&str, &str, &str)] = &[
+    // Step 1: HTML.
+    (
+        "tag names end at other than letters, digits, - and :",
+        "a<p-x>b</ p>c<br/>d",
+        "abc\nd",
+    ),
+    (
+        "block tags of any case, opening or closing",
+        "<p>one</p><P class=x>two",
+        "one\ntwo",
+    ),
+    (
+        "<!--> opens a comment without closing it",
+        "x<!-->y-->z",
+        "xz",
+    ),
+    (
+        "<!---> too, and an open comment runs to the end",
+        "x<!--->y",
+        "x",
+    ),
+    (
+        "</scriptx> closes a script (prefix match)",
+        "a<script>b</scriptx>c</script>d",
+        "acd",
+    ),
+    (
+        "the closing tag is found in any case",
+        "a<SCRIPT>b</Script >c",
+        "ac",
+    ),
+    (
+        "an unclosed style runs to the end",
+        "a<style>never closed",
+        "a",
+    ),
+    (
+        "< not before a letter, /, ! or ?, or without a later >, is text",
+        "1 < 2, <3, < p> and <b",
+        "1 < 2, <3, < p> and <b",
+    ),
+    (
+        "a tag ends at the first >, even in quotes",
+        "<a title=\"x>y\">link</a>",
+        "y\">link",
+    ),
+    // Step 2: entities.
+    (
+        "two-code-point entities keep their first code point",
+        "&fjlig; &nvlt; &bne;",
+        "f < =",
+    ),
+    (
+        "only references ending in ; decode; & restarts the scan",
+        "&amp &amp;lt; AT&T; &#65;&#x42;&#X43;",
+        "&amp &lt; AT&T; ABC",
+    ),
+    (
+        "NUL, C0 controls, surrogates, out-of-range numbers stay text",
+        "a&#0;b&#1;c&#xD800;d&#1114112;e&#99999999999;f&#9;g",
+        "a&#0;b&#1;c&#xD800;d&#1114112;e&#99999999999;f g",
+    ),
+    (
+        "&#128;-&#159; are the C1 controls, not Windows-1252",
+        "x&#150;y",
+        "x\u{96}y",
+    ),
+    (
+        "malformed and unknown references stay text",
+        "&#;&#x;&#12a;&foo;",
+        "&#;&#x;&#12a;&foo;",
+    ),
+    (
+        "a decoded line break splits lines",
+        "line&#10;break",
+        "line\nbreak",
+    ),
+    (
+        "decoded markup is text",
+        "&lt;b&gt;bold&lt;/b&gt;",
+        "<b>bold</b>",
+    ),
+    // Steps 3-4: NFKC, prefixes, one-pass markdown, whitespace.
+    (
+        "whitespace is White_Space (NFKC maps some to a space); ZWSP is not",
+        "a\u{A0}b\u{2003}c\u{3000}d\u{200B}e\u{85}f",
+        "a b c d\u{200B}e f",
+    ),
+    (
+        "# then > then whitespace, then one bullet",
+        "##>>  - + item",
+        "+ item",
+    ),
+    (
+        "a space before > stops the prefix",
+        "## > quoted",
+        "> quoted",
+    ),
+    (
+        "_ looks at its neighbours in the original line",
+        "alpha_*beta snake_case",
+        "alphabeta snake_case",
+    ),
+    (
+        "alphanumeric is Unicode Alphabetic or N*",
+        "é_ü ٣_x 中_文 a_。 _x_",
+        "é_ü ٣_x 中_文 a。 x",
+    ),
+    (
+        "link text is copied as is",
+        "[al*pha](beta) done",
+        "al*pha done",
+    ),
+    (
+        "a link runs from [ to the first ] then ( to the first )",
+        "[a [b](c) d",
+        "a [b d",
+    ),
+    (
+        "no ( right after ], or no ), is no link",
+        "[no link] (x) [open](never",
+        "[no link] (x) [open](never",
+    ),
+    (
+        "~~ is dropped, a single ~ is text",
+        "~~struck~~ ~one~ ~~~x",
+        "struck ~one~ ~x",
+    ),
+    (
+        "* and ` are dropped",
+        "`code` and **bold**",
+        "code and bold",
+    ),
+];
+
+/// §6: what a number is, and its 16-bit hash.
+#[test]
+fn numbers_are_found_as_specified() {
+    let text = normalize(GOLDEN.iter().find(|g| g.name == "numbers").unwrap().text);
+    let found: Vec<&str> = numbers(&text).collect();
+    assert_eq!(
+        found,
+        [
+            "2,764,000",
+            "2,540,000",
+            "61",
+            "3.7",
+            "1",
+            "1",
+            "10",
+            "1",
+            "2",
+            "42"
+        ]
+    );
+    assert_eq!(
+        number_hash("2,764,000"),
+        (hash_bytes(b"2,764,000") >> 48) as u16
+    );
+    assert_eq!(format!("{:04x}", number_hash("2024")), "23c7");
+}
+
+#[test]
+fn normalization_vectors() {
+    let failures: Vec<String> = NORMALIZED
+        .iter()
+        .filter_map(|&(case, input, want)| {
+            let got = normalize(input);
+            (got != want).then(|| format!("{case}: {input:?} gave {got:?}, want {want:?}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
@@ -94,6 +296,10 @@ fn golden_vectors() {
                 .iter()
                 .map(|s| format!("{s:08x}"))
                 .collect::<Vec<_>>(),
+            f.numbers
+                .iter()
+                .map(|n| format!("{n:04x}"))
+                .collect::<Vec<_>>(),
             f.words,
         );
         let want = (
@@ -103,6 +309,7 @@ fn golden_vectors() {
                 .iter()
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>(),
+            g.numbers.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             g.words,
         );
         if got != want {
@@ -111,7 +318,7 @@ fn golden_vectors() {
     }
     assert!(
         failures.is_empty(),
-        "fingerprint v1 changed:\n{}",
+        "fingerprint v2 changed:\n{}",
         failures.join("\n")
     );
 }

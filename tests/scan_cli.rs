@@ -146,7 +146,7 @@ fn fingerprint_prints_json() {
     let out = simdedup(&["fingerprint", "-"], ORIGINAL.as_bytes());
     assert!(out.status.success());
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], simdedup::fingerprint::FINGERPRINT_VERSION);
     assert_eq!(v["simhash"].as_str().unwrap().len(), 16);
     assert!(v["words"].as_u64().unwrap() > 10);
     assert_eq!(v["empty"], false);

@@ -108,6 +108,7 @@ fn entry(id: &str, simhash: u64) -> IndexEntry {
             content: simhash,
             signatures: vec![],
             words: 50,
+            numbers: Vec::new(),
         },
     }
 }

@@ -369,6 +369,7 @@ fn worker_refuses_a_namespace_written_with_another_bucket_length() {
             content: 1,
             signatures: vec![1, 2, 3],
             words: 40,
+            numbers: Vec::new(),
         };
         idx.check_and_insert(&IndexEntry {
             id: "a".into(),

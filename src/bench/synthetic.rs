@@ -164,6 +164,7 @@ impl FingerprintGen {
                 content: self.hash(i + 7_000_000_000),
                 signatures,
                 words: 300,
+                numbers: Vec::new(),
             },
         }
     }

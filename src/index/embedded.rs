@@ -225,6 +225,7 @@ impl State {
                 simhash: r.fingerprint.simhash,
                 content: r.fingerprint.content,
                 signatures: &r.fingerprint.signatures,
+                numbers: &r.fingerprint.numbers,
                 ts_ms: r.ts_ms,
             });
         let verdict = match decide(fp, entry.ts_ms, candidates, cfg) {

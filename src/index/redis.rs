@@ -708,6 +708,7 @@ fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Cand>, cfg: &DecisionConfig
         simhash: c.fp.simhash,
         content: c.fp.content,
         signatures: &c.fp.signatures,
+        numbers: &c.fp.numbers,
         ts_ms: c.ts_ms,
     });
     match decide(&entry.fingerprint, entry.ts_ms, views, cfg) {

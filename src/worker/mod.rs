@@ -58,6 +58,7 @@ use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::index::{meet, Index, IndexEntry, IndexError};
 use crate::keys::Keys;
 use crate::transient::{self, Backoff};
+use crate::version_stamp::StampError;
 
 use commit::{CommitOptions, Committer, Emit};
 pub use health::Health;
@@ -230,6 +231,9 @@ impl WorkerConfig {
 pub enum WorkerError {
     #[error("invalid worker configuration: {0}")]
     Config(String),
+    /// The namespace holds fingerprints of another version.
+    #[error(transparent)]
+    Version(#[from] StampError),
     #[error("Redis: {0}")]
     Redis(#[from] RedisError),
     #[error("HTTP listener: {0}")]
@@ -409,13 +413,19 @@ impl<I: Index + 'static> Worker<I> {
         loop {
             let mut c = shared.conn.clone();
             let r = async {
+                match crate::version_stamp::claim(&mut c, &self.keys).await {
+                    Err(StampError::Redis(e)) => return Err(e),
+                    Err(refused) => return Ok(Err(refused)),
+                    Ok(()) => {}
+                }
                 liveness.beat(&mut c).await?;
                 ensure_group(&mut c, &self.keys.input_stream(), &cfg.group).await?;
-                shared.committer.load(&mut c).await.map(|_| ())
+                shared.committer.load(&mut c).await.map(Ok)
             }
             .await;
             match r {
-                Ok(()) => break,
+                Ok(Err(refused)) => return Err(refused.into()),
+                Ok(Ok(_)) => break,
                 Err(e) => {
                     self.note_error(&e, "preparing the consumer group");
                     tokio::select! {
@@ -1245,6 +1255,7 @@ mod tests {
                 content,
                 signatures: signatures.to_vec(),
                 words: 10,
+                numbers: Vec::new(),
             },
         }
     }

@@ -73,6 +73,7 @@ pub fn fp(simhash: u64, content: u64, signatures: &[u32]) -> Fingerprint {
         content,
         signatures,
         words: 40,
+        numbers: Vec::new(),
     }
 }
 

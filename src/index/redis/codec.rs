@@ -4,10 +4,11 @@
 //! their tests); nothing else reads or writes these bytes.
 //!
 //! - **fingerprint** (`f:` hashes, binary, little-endian): `simhash u64 · content
-//!   u64 · signatures u32 × n`, 16 + 4n bytes: 64 bytes for the default 12-hash
-//!   sketch, exactly Redis's `hash-max-listpack-value`, so the hashes stay in the
-//!   compact listpack encoding (longer sketches still work, in the larger
-//!   hashtable encoding). The timestamp and word count live in the meta.
+//!   u64 · signatures u32 × n · numbers u16 × m · m u8`, 17 + 4n + 2m bytes (81
+//!   for the default 12-hash sketch and 8-hash number sketch). The clause sketch
+//!   follows the content hash directly because `lua/commit.lua` reads its
+//!   lookup hashes at byte 17 on; the number count comes last so both sketches
+//!   can vary in length. The timestamp and word count live in the meta.
 //! - **meta** (`m:` hashes, text): `<ts offset>|<words>|u|<id>` for a kept
 //!   article; for a duplicate `<ts offset>|<words>|d|<distance>|<signal>|<len
 //!   dup_of>|<dup_of><id>` when it matched its cluster's root itself, else
@@ -28,27 +29,38 @@ const FIXED: usize = 16;
 
 /// Pack a fingerprint's hashes (not its word count: see [`encode_meta`]).
 pub fn encode_fingerprint(fp: &Fingerprint) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FIXED + 4 * fp.signatures.len());
+    let mut out = Vec::with_capacity(FIXED + 4 * fp.signatures.len() + 2 * fp.numbers.len() + 1);
     out.extend_from_slice(&fp.simhash.to_le_bytes());
     out.extend_from_slice(&fp.content.to_le_bytes());
     for s in &fp.signatures {
         out.extend_from_slice(&s.to_le_bytes());
     }
+    for n in &fp.numbers {
+        out.extend_from_slice(&n.to_le_bytes());
+    }
+    // The number sketch holds at most NUMBER_SKETCH (8) hashes.
+    out.push(u8::try_from(fp.numbers.len()).expect("number sketch fits a byte"));
     out
 }
 
 /// Unpack what [`encode_fingerprint`] packed; `words` comes from the meta.
 pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, String> {
-    if bytes.len() < FIXED || (bytes.len() - FIXED) % 4 != 0 {
-        return Err(format!("packed fingerprint has {} bytes", bytes.len()));
-    }
-    let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-    let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+    let bad = || format!("packed fingerprint has {} bytes", bytes.len());
+    let (&m, body) = bytes.split_last().ok_or_else(bad)?;
+    let sketch_end = body
+        .len()
+        .checked_sub(2 * usize::from(m))
+        .filter(|&end| end >= FIXED && (end - FIXED) % 4 == 0)
+        .ok_or_else(bad)?;
+    let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().expect("8 bytes"));
+    let u32_at = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().expect("4 bytes"));
+    let u16_at = |i: usize| u16::from_le_bytes(body[i..i + 2].try_into().expect("2 bytes"));
     Ok(Fingerprint {
         simhash: u64_at(0),
         content: u64_at(8),
         words,
-        signatures: (FIXED..bytes.len()).step_by(4).map(u32_at).collect(),
+        signatures: (FIXED..sketch_end).step_by(4).map(u32_at).collect(),
+        numbers: (sketch_end..body.len()).step_by(2).map(u16_at).collect(),
     })
 }
 
@@ -216,20 +228,30 @@ mod tests {
             content: u64::MAX,
             signatures: (0..n as u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect(),
             words: 4_000_000_000,
+            numbers: (0..n.min(8) as u16)
+                .map(|i| i.wrapping_mul(0x9e37))
+                .collect(),
         }
     }
 
     #[test]
-    fn fingerprint_round_trips_and_fits_a_listpack_value() {
+    fn fingerprint_round_trips() {
         for n in 0..=12 {
             let bytes = encode_fingerprint(&fp(n));
-            assert_eq!(bytes.len(), 16 + 4 * n);
+            assert_eq!(bytes.len(), 17 + 4 * n + 2 * n.min(8));
             assert_eq!(decode_fingerprint(&bytes, fp(n).words).unwrap(), fp(n));
         }
-        // The default sketch fills hash-max-listpack-value (64) exactly.
-        assert_eq!(encode_fingerprint(&fp(12)).len(), 64);
-        assert!(decode_fingerprint(&[0; 15], 0).is_err());
-        assert!(decode_fingerprint(&[0; 17], 0).is_err());
+        assert_eq!(encode_fingerprint(&fp(12)).len(), 81);
+        assert!(decode_fingerprint(&[0; 16], 0).is_err());
+        assert!(decode_fingerprint(&[], 0).is_err());
+        // A number count the bytes cannot hold, or a sketch cut mid-hash.
+        assert!(decode_fingerprint(&[[0; 16].as_slice(), &[9]].concat(), 0).is_err());
+        assert!(decode_fingerprint(&[[0; 18].as_slice(), &[0]].concat(), 0).is_err());
+        // Both sketches empty.
+        assert!(decode_fingerprint(&[0; 17], 0)
+            .unwrap()
+            .signatures
+            .is_empty());
     }
 
     #[test]

@@ -559,6 +559,7 @@ mod tests {
             content,
             signatures: sigs.to_vec(),
             words: 100,
+            numbers: Vec::new(),
         };
         Some((
             encode_fingerprint(&fp),
@@ -598,6 +599,7 @@ mod tests {
             content: 77,
             signatures: vec![100, 200, 300, 400],
             words: 100,
+            numbers: Vec::new(),
         };
         let (found, _, views) = r.candidates(&near, &cfg(), (0, 0), &shapes);
         assert_eq!(
@@ -612,6 +614,7 @@ mod tests {
             content: 2,
             signatures: vec![10, 11, 12, 13],
             words: 100,
+            numbers: Vec::new(),
         };
         let (found, _, _) = r.candidates(&by_lists, &cfg(), (0, 0), &shapes);
         let mut ids: Vec<_> = found.iter().map(|f| f.meta.id.clone()).collect();
@@ -648,6 +651,7 @@ mod tests {
             content: 42,
             signatures: vec![7],
             words: 100,
+            numbers: Vec::new(),
         };
         let (found, _, views) = r.candidates(&probe, &cfg(), (0, 0), &HashMap::new());
         assert_eq!(found.len(), LISTED_PER_HASH);
@@ -729,6 +733,7 @@ mod tests {
             content: 5,
             signatures: vec![3],
             words: 9,
+            numbers: Vec::new(),
         };
         let shared = HashMap::from([("b".to_owned(), 10)]);
         let (_, _, v) = r.candidates(&fp, &cfg(), (0, 0), &shared);
