@@ -221,13 +221,19 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
     let many_source = xadd(&mut conn, &keys, &many);
     expected.insert(many_source.clone(), "missing_field");
     // Ops: the good article, a query of a copy (not recorded), deletes.
+    // Event times inside the window (older ones are rejected as `ts_too_old`).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let (now_ms, later_ms) = (now.to_string(), (now + 1000).to_string());
     let kept = xadd(
         &mut conn,
         &keys,
         &[
             ("id", b"a1"),
             ("text", good.as_bytes()),
-            ("ts", b"1700000000000"),
+            ("ts", now_ms.as_bytes()),
         ],
     );
     let fp = fingerprinter();
@@ -251,7 +257,7 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
             ("id", b"q1"),
             ("text", good.as_bytes()),
             ("op", b"query"),
-            ("ts", b"1700000001000"),
+            ("ts", later_ms.as_bytes()),
         ],
     );
     wait_for_outputs(&server, &keys, expected.len() + 2).await;

@@ -496,6 +496,7 @@ impl<I: Index + 'static> Worker<I> {
                             }
                         }
                         self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                        count_reconnect(&self.metrics, &e);
                         tracing::debug!(error = %e, "reading the input stream failed; retrying");
                     } else {
                         self.note_error(&e, "reading the input stream");
@@ -611,9 +612,7 @@ impl<I: Index + 'static> Worker<I> {
 
     fn note_error(&self, e: &RedisError, what: &str) {
         self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
-        if e.is_connection_dropped() || e.is_io_error() {
-            self.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
-        }
+        count_reconnect(&self.metrics, e);
         tracing::warn!(error = %e, "{what} failed; retrying");
     }
 
@@ -819,6 +818,14 @@ impl<I: Index> Shared<I> {
     fn trouble(&self, reason: &str) -> Trouble {
         let holding = self.metrics.in_flight.load(Ordering::Relaxed);
         self.health.trouble(reason, &self.metrics, holding)
+    }
+}
+
+/// A broken connection (the connection manager reconnects), counted apart
+/// from other failed calls.
+fn count_reconnect(metrics: &Metrics, e: &RedisError) {
+    if e.is_connection_dropped() || e.is_io_error() || e.is_connection_refusal() {
+        metrics.reconnects.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -1226,6 +1233,7 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
             }
             Err(e) => {
                 shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                count_reconnect(&shared.metrics, &e);
                 if transient::is_transient(&e) {
                     let reason = transient::reason(&e);
                     match &trouble {
