@@ -227,7 +227,7 @@ impl Drop for Unanswered<'_> {
 
 fn backend(e: ::redis::RedisError) -> IndexError {
     let text = crate::settings::with_connection_advice(&e);
-    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+    if crate::connect::is_transient(&e) {
         IndexError::Unavailable(text)
     } else {
         IndexError::Backend(text)
