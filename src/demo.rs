@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use redis::Value;
 
+use crate::connect::{Conn, ConnectOptions};
 use crate::index::EmbeddedIndex;
 use crate::keys::Keys;
 use crate::redis_server::RedisServer;
@@ -196,12 +197,7 @@ fn run_on_redis(
         .build()
         .context("starting the async runtime")?;
     let (answers, sources, skipped_lines, summary) = runtime.block_on(async {
-        let client = redis::Client::open(url)
-            .with_context(|| format!("invalid Redis URL {}", redact_url(url)))?;
-        let mut conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .with_context(|| format!("cannot connect to {}", redact_url(url)))?;
+        let mut conn = Conn::connect(url, &ConnectOptions::default()).await?;
         // Verdicts already in the output stream (an earlier run) are not ours.
         let newest: Value = redis::cmd("XREVRANGE")
             .arg(keys.output_stream())

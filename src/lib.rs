@@ -28,6 +28,7 @@
 
 pub mod article;
 pub mod bench;
+pub mod connect;
 pub mod decision;
 pub mod demo;
 pub mod dictionary;

@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use simdedup::article::{parse_json_line, validate_text};
+use simdedup::connect::{Conn, ConnectOptions};
 use simdedup::eval::{score, Truth};
 use simdedup::idf::{write_table, IdfBuilder};
 use simdedup::index::EmbeddedIndex;
@@ -694,19 +695,14 @@ fn run_worker(args: WorkerArgs) -> Result<()> {
     })
 }
 
-async fn connect(s: &Settings) -> Result<redis::aio::MultiplexedConnection> {
-    let client = redis::Client::open(s.redis_url.as_str())
-        .with_context(|| format!("invalid Redis URL {}", redact_url(&s.redis_url)))?;
-    client
-        .get_multiplexed_async_connection()
+async fn connect(s: &Settings) -> Result<Conn> {
+    let options = ConnectOptions {
+        response_timeout: std::time::Duration::from_millis(s.worker.command_timeout_ms),
+        ..ConnectOptions::default()
+    };
+    Conn::connect(&s.redis_url, &options)
         .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot connect to {}: {}",
-                redact_url(&s.redis_url),
-                simdedup::settings::with_connection_advice(e)
-            )
-        })
+        .map_err(|e| anyhow::anyhow!(simdedup::settings::with_connection_advice(e)))
 }
 
 fn run_produce(args: ProduceArgs) -> Result<()> {

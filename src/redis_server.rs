@@ -81,6 +81,44 @@ impl RedisServer {
 
     /// Start `bin` with extra arguments; waits until it answers `PING`.
     pub fn start_binary(bin: &Path, extra: &[&str]) -> Result<RedisServer, RedisServerError> {
+        Self::spawn(bin, |port, dir| {
+            let mut cmd = Command::new(bin);
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir)
+                .args(extra);
+            Ok(cmd)
+        })
+    }
+
+    /// Start a Redis Sentinel (`redis-server CONFIG --sentinel`) whose
+    /// configuration file holds `config` (`sentinel monitor …` lines and the
+    /// like) after its port and bind address. Sentinel rewrites that file as
+    /// it learns the topology: it lives in the sentinel's own directory.
+    pub fn start_sentinel(config: &str) -> Result<RedisServer, RedisServerError> {
+        let bin = find_binary().ok_or(RedisServerError::NotInstalled)?;
+        Self::spawn(&bin, |port, dir| {
+            let file = dir.join("sentinel.conf");
+            std::fs::write(
+                &file,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {}\n{config}\n",
+                    dir.display()
+                ),
+            )?;
+            let mut cmd = Command::new(&bin);
+            cmd.arg(&file).arg("--sentinel");
+            Ok(cmd)
+        })
+    }
+
+    /// Run `command(port, dir)` on a free port in a fresh directory until it
+    /// answers `PING`.
+    fn spawn(
+        bin: &Path,
+        command: impl Fn(u16, &Path) -> std::io::Result<Command>,
+    ) -> Result<RedisServer, RedisServerError> {
         static STARTED: AtomicU64 = AtomicU64::new(0);
         // Another process may grab the port between our probe and the bind: retry.
         for _ in 0..5 {
@@ -92,12 +130,7 @@ impl RedisServer {
             ));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
-            let spawned = Command::new(bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .args(extra)
+            let spawned = command(port, &dir)?
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -167,6 +200,13 @@ impl RedisServer {
     /// The process id of the server.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Kill the server at once (SIGKILL: no shutdown, no last words to its
+    /// replicas), as a crashed machine would; the directory stays until drop.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// A new synchronous connection.

@@ -40,8 +40,7 @@ fn spawn_worker<I: Index + 'static>(
     trigger: &ShutdownTrigger,
     max_text_bytes: usize,
 ) -> (Handle, Arc<simdedup::worker::metrics::Metrics>) {
-    let client = redis::Client::open(server.url()).unwrap();
-    let worker = Worker::new(client, ns, index, fp.clone(), config, max_text_bytes).unwrap();
+    let worker = Worker::new(&server.url(), ns, index, fp.clone(), config, max_text_bytes).unwrap();
     let metrics = worker.metrics();
     let shutdown = trigger.subscribe();
     (
@@ -62,34 +61,6 @@ async fn wait_for_outputs(server: &RedisServer, keys: &Keys, n: usize) {
     })
     .await
     .unwrap();
-}
-
-/// Each source at most once, and every input entry has an output.
-fn assert_exactly_once(
-    conn: &mut redis::Connection,
-    keys: &Keys,
-    group: &str,
-) -> Vec<HashMap<String, String>> {
-    let inputs: HashSet<String> = read_stream(conn, &keys.input_stream())
-        .into_iter()
-        .map(|(id, _)| id)
-        .collect();
-    let outputs = read_stream(conn, &keys.output_stream());
-    let mut seen = HashSet::new();
-    for (_, f) in &outputs {
-        let source = f["source"].clone();
-        assert!(
-            seen.insert(source.clone()),
-            "two outputs for input entry {source}"
-        );
-        assert!(
-            inputs.contains(&source),
-            "output for unknown source {source}"
-        );
-    }
-    assert_eq!(seen, inputs, "every input entry has an output");
-    assert_eq!(pending(conn, keys, group), 0, "nothing left pending");
-    outputs.into_iter().map(|(_, f)| f).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,6 +75,7 @@ mod tests {
             content,
             signatures,
             words: 10,
+            numbers: Vec::new(),
         }
     }
 

@@ -47,13 +47,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Value};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::article::{EventTimeBounds, Rejection};
+use crate::connect::{Conn, ConnectOptions};
 use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::index::{meet, Index, IndexEntry, IndexError};
 use crate::keys::Keys;
@@ -259,7 +259,8 @@ pub struct RunSummary {
 
 /// A stream worker over index `I`.
 pub struct Worker<I> {
-    client: redis::Client,
+    /// The `redis_url` setting: one node, cluster seeds or sentinels.
+    redis_url: String,
     index: Arc<I>,
     fingerprinter: Fingerprinter,
     config: Arc<WorkerConfig>,
@@ -280,7 +281,7 @@ struct Shared<I> {
     fingerprint_pool: rayon::ThreadPool,
     config: Arc<WorkerConfig>,
     committer: Committer,
-    conn: ConnectionManager,
+    conn: Conn,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     max_text_bytes: usize,
@@ -292,9 +293,10 @@ struct Shared<I> {
 }
 
 impl<I: Index + 'static> Worker<I> {
-    /// A worker for namespace `namespace` on `client`'s server, deciding with `index`.
+    /// A worker for namespace `namespace` on the Redis `redis_url` names
+    /// (see [`crate::connect`] for its forms), deciding with `index`.
     pub fn new(
-        client: redis::Client,
+        redis_url: &str,
         namespace: &str,
         index: Arc<I>,
         fingerprinter: Fingerprinter,
@@ -303,8 +305,9 @@ impl<I: Index + 'static> Worker<I> {
     ) -> Result<Worker<I>, WorkerError> {
         crate::keys::validate_namespace(namespace).map_err(WorkerError::Config)?;
         config.validate().map_err(WorkerError::Config)?;
+        crate::connect::validate_url(redis_url).map_err(WorkerError::Config)?;
         Ok(Worker {
-            client,
+            redis_url: redis_url.to_owned(),
             index,
             fingerprinter,
             consumer: config.consumer_name(),
@@ -337,19 +340,15 @@ impl<I: Index + 'static> Worker<I> {
     }
 
     /// Connect with retries until it works or shutdown is requested.
-    async fn connect(
-        &self,
-        response_timeout: Duration,
-        shutdown: &mut Shutdown,
-    ) -> Option<ConnectionManager> {
-        let cfg = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(response_timeout))
-            .set_connection_timeout(Some(Duration::from_millis(self.config.command_timeout_ms)))
-            .set_max_delay(Duration::from_millis(self.config.backoff_max_ms))
-            .set_number_of_retries(6);
+    async fn connect(&self, response_timeout: Duration, shutdown: &mut Shutdown) -> Option<Conn> {
+        let options = ConnectOptions {
+            response_timeout,
+            connection_timeout: Duration::from_millis(self.config.command_timeout_ms),
+            ..ConnectOptions::default()
+        };
         let mut backoff = Backoff::new(Duration::from_millis(self.config.backoff_max_ms));
         loop {
-            match ConnectionManager::new_with_config(self.client.clone(), cfg.clone()).await {
+            match Conn::connect(&self.redis_url, &options).await {
                 Ok(c) => return Some(c),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to Redis; retrying");
@@ -619,7 +618,7 @@ impl<I: Index + 'static> Worker<I> {
     /// XREADGROUP from `id` (`>`: new entries, blocking; `0`: our own pending).
     async fn read(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Conn,
         id: &str,
         block: bool,
     ) -> Result<Vec<RawEntry>, RedisError> {
@@ -661,7 +660,7 @@ impl<I: Index + 'static> Worker<I> {
         &self,
         shared: &Shared<I>,
         liveness: &Liveness,
-        conn: &mut ConnectionManager,
+        conn: &mut Conn,
     ) -> Result<Vec<RawEntry>, RedisError> {
         let started = Instant::now();
         let count = self.config.batch_size;
@@ -741,7 +740,7 @@ impl<I: Index + 'static> Worker<I> {
     /// Delivery counts of (re)delivered entries, from XPENDING in one call.
     async fn fill_deliveries(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Conn,
         entries: &mut [RawEntry],
     ) -> Result<(), RedisError> {
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
@@ -767,7 +766,7 @@ impl<I: Index + 'static> Worker<I> {
     }
 
     /// Refresh the pending and lag gauges from XINFO GROUPS (errors only logged).
-    async fn refresh_gauges(&self, conn: &mut ConnectionManager) {
+    async fn refresh_gauges(&self, conn: &mut Conn) {
         let reply: Result<Value, _> = redis::cmd("XINFO")
             .arg("GROUPS")
             .arg(self.keys.input_stream())

@@ -19,12 +19,11 @@ pub async fn run<I: Index + 'static>(
     index: Arc<I>,
     trigger: ShutdownTrigger,
 ) -> Result<RunSummary, WorkerError> {
-    let client = redis::Client::open(settings.redis_url.as_str())?;
     let fingerprinter = settings
         .fingerprinter()
         .map_err(|e| WorkerError::Config(e.to_string()))?;
     let worker = Worker::new(
-        client,
+        &settings.redis_url,
         &settings.namespace,
         index,
         fingerprinter,

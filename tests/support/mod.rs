@@ -44,18 +44,53 @@ impl RedisServer {
             .connection()
             .expect("connect to the test redis-server")
     }
+
+    /// Kill the server at once (SIGKILL), as a crashed machine would.
+    pub fn kill(&mut self) {
+        self.inner.kill();
+    }
 }
 
-/// A Redis Cluster of `n` masters (no replicas), each a private `redis-server`
-/// with `--cluster-enabled yes` on a free port; slots split evenly with
-/// `CLUSTER ADDSLOTSRANGE`, nodes joined with `CLUSTER MEET`. Killed on drop.
+/// `INFO replication` of `server`, or "" when it does not answer.
+fn replication_info(server: &RedisServer) -> String {
+    server
+        .inner
+        .connection()
+        .and_then(|mut c| redis::cmd("INFO").arg("replication").query(&mut c))
+        .unwrap_or_default()
+}
+
+/// Is `server` a replica with a live link to its primary?
+fn replica_in_sync(server: &RedisServer) -> bool {
+    let info = replication_info(server);
+    info.contains("role:slave") && info.contains("master_link_status:up")
+}
+
+/// A Redis Cluster of `primaries` primaries with `replicas` replicas each, all
+/// private `redis-server`s with `--cluster-enabled yes` on free ports; slots
+/// split evenly with `CLUSTER ADDSLOTSRANGE`, nodes joined with `CLUSTER MEET`,
+/// replicas attached with `CLUSTER REPLICATE`. A node stops being reachable
+/// within `NODE_TIMEOUT_MS`, so a replica takes over a killed primary within a
+/// few seconds. Killed on drop.
 pub struct RedisCluster {
+    /// The primaries first (in slot order), then the replicas.
     pub nodes: Vec<RedisServer>,
+    primaries: usize,
 }
 
 impl RedisCluster {
+    /// Cluster node timeout: how long before a silent node is failed over.
+    pub const NODE_TIMEOUT_MS: u64 = 1_000;
+
+    /// `n` primaries, no replicas.
     pub fn start(n: usize) -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..n)
+        Self::start_with_replicas(n, 0)
+    }
+
+    pub fn start_with_replicas(primaries: usize, replicas: usize) -> RedisCluster {
+        let total = primaries * (1 + replicas);
+        let timeout = Self::NODE_TIMEOUT_MS.to_string();
+        let nodes: Vec<RedisServer> = (0..total)
             .map(|_| {
                 RedisServer::start_with(&[
                     "--cluster-enabled",
@@ -63,14 +98,21 @@ impl RedisCluster {
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
-                    "5000",
+                    &timeout,
+                    // A replica may take over however long it lost touch.
+                    "--cluster-replica-validity-factor",
+                    "0",
                 ])
             })
             .collect();
-        let per = 16384 / n;
-        for (i, node) in nodes.iter().enumerate() {
+        let per = 16384 / primaries;
+        for (i, node) in nodes[..primaries].iter().enumerate() {
             let lo = i * per;
-            let hi = if i + 1 == n { 16383 } else { lo + per - 1 };
+            let hi = if i + 1 == primaries {
+                16383
+            } else {
+                lo + per - 1
+            };
             let mut c = node.connection();
             redis::cmd("CLUSTER")
                 .arg("ADDSLOTSRANGE")
@@ -88,29 +130,55 @@ impl RedisCluster {
                 .query::<()>(&mut first)
                 .expect("CLUSTER MEET");
         }
-        // Wait until every node sees every slot served.
+        let cluster = RedisCluster { nodes, primaries };
+        cluster.wait("every node to know every other", |info, _| {
+            info.contains(&format!("cluster_known_nodes:{total}"))
+        });
+        for (r, replica) in cluster.nodes[primaries..].iter().enumerate() {
+            let primary = &cluster.nodes[r % primaries];
+            let id: String = redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query(&mut primary.connection())
+                .expect("CLUSTER MYID");
+            redis::cmd("CLUSTER")
+                .arg("REPLICATE")
+                .arg(id)
+                .query::<()>(&mut replica.connection())
+                .expect("CLUSTER REPLICATE");
+        }
+        cluster.wait(
+            "every slot served and every replica in sync",
+            |info, node| {
+                info.contains("cluster_state:ok")
+                    && (node < primaries || replica_in_sync(&cluster.nodes[node]))
+            },
+        );
+        cluster
+    }
+
+    /// Wait until `ok(CLUSTER INFO, node index)` holds on every node.
+    fn wait(&self, what: &str, ok: impl Fn(&str, usize) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let ok = nodes.iter().all(|node| {
+            let all = self.nodes.iter().enumerate().all(|(i, node)| {
                 let info: String = redis::cmd("CLUSTER")
                     .arg("INFO")
                     .query(&mut node.connection())
                     .unwrap_or_default();
-                info.contains("cluster_state:ok")
-                    && info.contains(&format!("cluster_known_nodes:{n}"))
+                ok(&info, i)
             });
-            if ok {
-                return RedisCluster { nodes };
+            if all {
+                return;
             }
             assert!(
                 Instant::now() < deadline,
-                "cluster did not form within 30 s"
+                "cluster: gave up waiting for {what} (30 s)"
             );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
-    /// Seed URLs, comma-separated (the form `RedisIndex::connect` accepts).
+    /// Seed URLs, comma-separated (the form `--redis-url` accepts).
     pub fn url(&self) -> String {
         self.nodes
             .iter()
@@ -119,14 +187,208 @@ impl RedisCluster {
             .join(",")
     }
 
-    /// The node serving `key`'s slot.
+    /// The primary serving `key`'s slot when the cluster formed.
     pub fn node_for(&self, key: &str) -> &RedisServer {
         let slot: u16 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
             .query(&mut self.nodes[0].connection())
             .expect("CLUSTER KEYSLOT");
-        let per = 16384 / self.nodes.len();
-        &self.nodes[(slot as usize / per).min(self.nodes.len() - 1)]
+        let per = 16384 / self.primaries;
+        &self.nodes[(slot as usize / per).min(self.primaries - 1)]
+    }
+
+    /// The node serving `key`'s slot now, as the nodes still running see it
+    /// (after a failover: the promoted replica).
+    pub fn primary_for(&self, key: &str) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            for node in &self.nodes {
+                let Ok(mut c) = node.inner.connection() else {
+                    continue;
+                };
+                let role: redis::RedisResult<String> =
+                    redis::cmd("INFO").arg("replication").query(&mut c);
+                if !role.is_ok_and(|r| r.contains("role:master")) {
+                    continue;
+                }
+                let slot: u16 = redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(key)
+                    .query(&mut c)
+                    .expect("CLUSTER KEYSLOT");
+                // The owner's own `CLUSTER NODES` line lists the slot.
+                let nodes: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query(&mut c)
+                    .unwrap_or_default();
+                let mine = nodes.lines().find(|l| l.contains("myself"));
+                if mine.is_some_and(|l| line_serves(l, slot)) {
+                    return self.nodes.iter().position(|n| n.port == node.port).unwrap();
+                }
+            }
+            assert!(Instant::now() < deadline, "no node serves {key} (30 s)");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The replica of the node at index `primary`.
+    pub fn replica_of(&self, primary: usize) -> usize {
+        let id: String = redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.nodes[primary].connection())
+            .expect("CLUSTER MYID");
+        (0..self.nodes.len())
+            .find(|&i| {
+                i != primary
+                    && replication_info(&self.nodes[i]).contains("role:slave")
+                    && redis::cmd("CLUSTER")
+                        .arg("NODES")
+                        .query::<String>(&mut self.nodes[i].connection())
+                        .unwrap_or_default()
+                        .lines()
+                        .any(|l| l.contains("myself") && l.contains(&id))
+            })
+            .expect("a replica of that primary")
+    }
+}
+
+/// Does a `CLUSTER NODES` line list `slot` among its ranges?
+fn line_serves(line: &str, slot: u16) -> bool {
+    line.split_whitespace().skip(8).any(|range| {
+        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+        matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+    })
+}
+
+/// A Redis Sentinel deployment on loopback: a primary, one replica and three
+/// sentinels monitoring them as [`SentinelGroup::MASTER`], with timeouts tuned
+/// down so that a failover completes within seconds (a primary silent for
+/// `down-after-milliseconds` 1 s is failed over by a quorum of 2). Killed on
+/// drop.
+pub struct SentinelGroup {
+    /// The primary when started, then its replica.
+    pub servers: Vec<RedisServer>,
+    pub sentinels: Vec<RedisServer>,
+}
+
+impl SentinelGroup {
+    pub const MASTER: &'static str = "simdedup";
+
+    pub fn start() -> SentinelGroup {
+        let primary = RedisServer::start();
+        let port = primary.port.to_string();
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+        let config = format!(
+            "sentinel monitor {m} 127.0.0.1 {port} 2\n\
+             sentinel down-after-milliseconds {m} 1000\n\
+             sentinel failover-timeout {m} 5000\n\
+             sentinel parallel-syncs {m} 1",
+            m = Self::MASTER
+        );
+        let sentinels = (0..3)
+            .map(|_| {
+                let inner = simdedup::redis_server::RedisServer::start_sentinel(&config)
+                    .unwrap_or_else(|e| panic!("these tests start their own Redis Sentinel: {e}"));
+                RedisServer {
+                    port: inner.port(),
+                    inner,
+                }
+            })
+            .collect();
+        let group = SentinelGroup {
+            servers: vec![primary, replica],
+            sentinels,
+        };
+        // Ready when the replica is in sync and every sentinel sees the
+        // replica and the other sentinels (needed for a failover).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(replica_in_sync(&group.servers[1])
+            && group.sentinels.iter().all(|s| {
+                let info: Vec<String> = redis::cmd("SENTINEL")
+                    .arg("MASTER")
+                    .arg(Self::MASTER)
+                    .query(&mut s.connection())
+                    .unwrap_or_default();
+                let field = |name: &str| {
+                    info.iter()
+                        .position(|f| f == name)
+                        .and_then(|i| info.get(i + 1))
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                field("num-slaves") == "1" && field("num-other-sentinels") == "2"
+            }))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "sentinels did not see the group within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        group
+    }
+
+    /// `redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/simdedup`.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        format!("redis+sentinel://{}/{}", hosts.join(","), Self::MASTER)
+    }
+
+    /// Index in `servers` of the primary the sentinels name now.
+    pub fn primary(&self) -> usize {
+        for s in &self.sentinels {
+            let Ok(mut c) = s.inner.connection() else {
+                continue;
+            };
+            let addr: redis::RedisResult<(String, String)> = redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(Self::MASTER)
+                .query(&mut c);
+            if let Ok((_, port)) = addr {
+                if let Some(i) = self.servers.iter().position(|s| s.port.to_string() == port) {
+                    return i;
+                }
+            }
+        }
+        panic!("no sentinel names the primary");
+    }
+
+    /// Ask a sentinel to fail over now, and wait until the sentinels name the
+    /// other server and it answers as a primary.
+    pub fn failover(&self) -> usize {
+        let before = self.primary();
+        redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(Self::MASTER)
+            .query::<()>(&mut self.sentinels[0].connection())
+            .expect("SENTINEL FAILOVER");
+        self.wait_for_new_primary(before)
+    }
+
+    /// Wait until a server other than `old` is named and serves as primary.
+    pub fn wait_for_new_primary(&self, old: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = self.primary();
+            if now != old && replication_info(&self.servers[now]).contains("role:master") {
+                return now;
+            }
+            assert!(Instant::now() < deadline, "no failover within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Wait up to 30 s (a bound against hangs) until `cond` holds.
+pub fn wait_for(mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "gave up after 30 s");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

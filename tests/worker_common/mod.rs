@@ -3,7 +3,7 @@
 
 pub mod contract;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -152,4 +152,54 @@ pub fn xadd(conn: &mut redis::Connection, keys: &Keys, fields: &[(&str, &[u8])])
         cmd.arg(*k).arg(*v);
     }
     cmd.query(conn).unwrap()
+}
+
+/// Each source at most once, and every input entry has an output.
+pub fn assert_exactly_once(
+    conn: &mut redis::Connection,
+    keys: &Keys,
+    group: &str,
+) -> Vec<HashMap<String, String>> {
+    let inputs: HashSet<String> = read_stream(conn, &keys.input_stream())
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let outputs = read_stream(conn, &keys.output_stream());
+    let mut seen = HashSet::new();
+    for (_, f) in &outputs {
+        let source = f["source"].clone();
+        assert!(
+            seen.insert(source.clone()),
+            "two outputs for input entry {source}"
+        );
+        assert!(
+            inputs.contains(&source),
+            "output for unknown source {source}"
+        );
+    }
+    assert_eq!(seen, inputs, "every input entry has an output");
+    assert_eq!(pending(conn, keys, group), 0, "nothing left pending");
+    outputs.into_iter().map(|(_, f)| f).collect()
+}
+
+/// Exactly one `unique` verdict per group of ids `g<G>-v<V>` (duplicates
+/// pointing into their own group): one article kept per near-duplicate group.
+pub fn assert_one_kept_per_group(outputs: &[HashMap<String, String>], groups: usize) {
+    let mut kept: HashMap<String, usize> = HashMap::new();
+    for f in outputs {
+        let group = f["id"].split('-').next().unwrap().to_owned();
+        let count = kept.entry(group.clone()).or_default();
+        match f["verdict"].as_str() {
+            "unique" => *count += 1,
+            "duplicate" => {
+                assert_eq!(f["dup_of"].split('-').next().unwrap(), group, "{f:?}")
+            }
+            other => panic!("unexpected verdict {other}: {f:?}"),
+        }
+    }
+    assert_eq!(kept.len(), groups, "every group answered");
+    assert!(
+        kept.values().all(|&n| n == 1),
+        "exactly one kept per group: {kept:?}"
+    );
 }

@@ -187,6 +187,7 @@ mod tests {
             content: 7,
             signatures: vec![3, 4, 5],
             words: 100,
+            numbers: Vec::new(),
         };
         let views = vec![
             BucketCheck {
