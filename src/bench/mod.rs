@@ -1,4 +1,4 @@
-//! `simdedup bench`: the scale proof in one command (issue 6).
+//! `simdedup bench`: the index at scale and the workers end to end, in one command.
 //!
 //! Starts a private `redis-server` ([`crate::redis_server`]) with a memory cap,
 //! then:

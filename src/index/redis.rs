@@ -238,7 +238,6 @@ fn bad_reply(what: &str) -> IndexError {
     IndexError::Backend(format!("unexpected reply from Redis: {what}"))
 }
 
-/// What the eviction policy means for the index.
 /// Refuse to index into a namespace whose buckets were written with another
 /// bucket length or window: its articles would be filed into overlapping
 /// buckets and compared over the wrong span, which misses duplicates without
@@ -281,6 +280,7 @@ async fn check_retention(
     }
 }
 
+/// What the eviction policy means for the index.
 fn judge_policy(policy: &str, allow_eviction: bool) -> Result<(), IndexError> {
     if policy.starts_with("allkeys-") {
         if allow_eviction {

@@ -958,7 +958,6 @@ fn share_any(a: &[u32], b: &[u32]) -> bool {
     false
 }
 
-/// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
 /// A batch's turn at the index: wait for the batch read before it to finish its
 /// index calls, then let the next one go. A batch that fails drops `done`, which
 /// also lets the next one go.
@@ -967,6 +966,7 @@ struct Turn {
     done: oneshot::Sender<()>,
 }
 
+/// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
 async fn process_batch<I: Index + 'static>(
     shared: Arc<Shared<I>>,
     entries: Vec<RawEntry>,
