@@ -345,7 +345,7 @@ impl<I: Index + 'static> Worker<I> {
                 Ok(c) => return Some(c),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to Redis; retrying");
-                    self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.redis_errors.inc();
                     attempt += 1;
                     tokio::select! {
                         _ = tokio::time::sleep(backoff(attempt, self.config.backoff_max_ms)) => {}
@@ -486,9 +486,7 @@ impl<I: Index + 'static> Worker<I> {
                     drop(std::mem::replace(&mut held, p));
                 }
             }
-            self.metrics
-                .in_flight
-                .fetch_add(entries.len() as i64, Ordering::Relaxed);
+            self.metrics.in_flight.inc_by(entries.len() as i64);
             let shared = shared.clone();
             let (turn_done, next_turn) = oneshot::channel();
             let turn = Turn {
@@ -531,9 +529,9 @@ impl<I: Index + 'static> Worker<I> {
     }
 
     fn note_error(&self, e: &RedisError, what: &str) {
-        self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+        self.metrics.redis_errors.inc();
         if is_connection_error(e) {
-            self.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+            self.metrics.reconnects.inc();
             self.health.ready.store(false, Ordering::Relaxed);
         }
         tracing::warn!(error = %e, "{what} failed; retrying");
@@ -594,9 +592,7 @@ impl<I: Index + 'static> Worker<I> {
             tracing::warn!(count = deleted.len(), "pending entries were deleted from the input stream before processing; Redis dropped them from the pending list");
         }
         if !entries.is_empty() {
-            self.metrics
-                .claimed
-                .fetch_add(entries.len() as u64, Ordering::Relaxed);
+            self.metrics.claimed.inc_by(entries.len() as u64);
             tracing::info!(count = entries.len(), "claimed idle pending entries");
             self.fill_deliveries(conn, &mut entries).await?;
             self.metrics.read_latency.observe(started.elapsed());
@@ -641,10 +637,8 @@ impl<I: Index + 'static> Worker<I> {
             .await;
         if let Ok(v) = reply {
             if let Some(info) = tools::group_info(&v, &self.config.group) {
-                self.metrics.pending.store(info.pending, Ordering::Relaxed);
-                self.metrics
-                    .lag
-                    .store(info.lag.unwrap_or(-1), Ordering::Relaxed);
+                self.metrics.pending.set(info.pending);
+                self.metrics.lag.set(info.lag.unwrap_or(-1));
             }
         }
     }
@@ -785,18 +779,18 @@ async fn resolve<I: Index>(
         match result {
             Ok(r) => {
                 if matches!(r, Resolution::Decided { replayed: true, .. }) {
-                    shared.metrics.replayed.fetch_add(1, Ordering::Relaxed);
+                    shared.metrics.replayed.inc();
                 }
                 return Some(r);
             }
             Err(IndexError::Unavailable(why)) => {
-                shared.metrics.index_retries.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.index_retries.inc();
                 attempt += 1;
                 tracing::warn!(%why, attempt, "index unavailable; retrying");
                 tokio::time::sleep(backoff(attempt, shared.config.backoff_max_ms)).await;
             }
             Err(IndexError::Contention { attempts }) if attempt < 5 => {
-                shared.metrics.index_retries.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.index_retries.inc();
                 attempt += 1;
                 tracing::debug!(attempts, "index contention; retrying");
             }
@@ -975,10 +969,7 @@ async fn process_batch<I: Index + 'static>(
 ) -> (u64, u64) {
     let n = entries.len();
     let result = run_batch(&shared, entries, turn).await;
-    shared
-        .metrics
-        .in_flight
-        .fetch_sub(n as i64, Ordering::Relaxed);
+    shared.metrics.in_flight.dec_by(n as i64);
     drop(permits);
     result
 }
@@ -1073,14 +1064,11 @@ async fn finish_batch<I: Index + 'static>(
             shared.metrics.article(verdict, signal);
             if let Some(code) = code {
                 shared.metrics.rejected(code);
-                shared.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.dead_letters.inc();
             }
         } else {
             skipped += 1;
-            shared
-                .metrics
-                .commit_skipped
-                .fetch_add(1, Ordering::Relaxed);
+            shared.metrics.commit_skipped.inc();
         }
     }
     release(shared, entries.iter());
@@ -1100,9 +1088,9 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
                 return flags;
             }
             Err(e) => {
-                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.redis_errors.inc();
                 if is_connection_error(&e) {
-                    shared.metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+                    shared.metrics.reconnects.inc();
                     shared.health.ready.store(false, Ordering::Relaxed);
                 }
                 attempt += 1;

@@ -84,8 +84,10 @@ pub async fn connect_redis_index(
                 Err(IndexError::Unavailable(why)) => {
                     attempt += 1;
                     tracing::warn!(%why, attempt, "Redis index unreachable; retrying");
-                    tokio::time::sleep(super::backoff(attempt, settings.worker.backoff_max_ms))
-                        .await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(super::backoff(attempt, settings.worker.backoff_max_ms)) => {}
+                        _ = shutdown.recv() => return Ok(None),
+                    }
                 }
                 Err(e) => return Err(e),
             },
