@@ -4,7 +4,6 @@
 use clap::{Parser, Subcommand};
 
 use simdedup::cli::args::RedisCommon;
-use simdedup::cli::bench::BenchArgs;
 use simdedup::cli::demo::DemoArgs;
 use simdedup::cli::eval::EvalArgs;
 use simdedup::cli::fingerprint::FingerprintArgs;
@@ -62,24 +61,6 @@ enum Command {
     Inspect(InspectArgs),
     /// Print the effective configuration (file ← environment ← flags), secrets redacted.
     Config(RedisCommon),
-    /// Measure the Redis index at scale and the workers end to end, on a private redis-server.
-    #[command(
-        long_about = "Measure the Redis index at scale and the workers end to end.\n\n\
-            Starts its own redis-server on a free port (no persistence, maxmemory capped, stopped at the \
-            end and on Ctrl-C; needs `redis-server` on PATH or REDIS_SERVER_BIN). Then:\n\
-            1. end to end on an empty index: K articles XADDed to simdedup:{bench}:in, W `simdedup worker` \
-            processes, timed from the first worker's start until every entry has its output;\n\
-            2. for each size: the index filled with seeded synthetic fingerprints over the last 48 h, Redis \
-            bytes per article (INFO memory), M check-and-insert calls through the real path (client p50/p99, \
-            Redis µs per check from INFO commandstats, Redis CPU per check), and the end-to-end runs again.\n\n\
-            Prints a Markdown table on stdout; --write-docs puts it, with the machine and the design card's \
-            targets, between the `<!-- simdedup bench: begin/end -->` markers of a file.\n\n\
-            Examples:\n  simdedup bench --quick                       # a few minutes: 100 k articles\n  \
-            simdedup bench --sizes 1000000 --write-docs docs/benchmarks.md\n  \
-            simdedup bench --corpus ../shared/data/cctv-news-2022-2025.jsonl --no-index-sizes\n\n\
-            10 M articles take about 4-5 GB of Redis memory and 30-60 minutes on 2 cores."
-    )]
-    Bench(BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -102,7 +83,6 @@ fn main() -> std::process::ExitCode {
         Command::Stats(args) => cli::stats::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
         Command::Config(args) => cli::config::run(args),
-        Command::Bench(args) => cli::bench::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

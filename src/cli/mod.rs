@@ -7,7 +7,6 @@
 //! [`args`] layers them over the file and the environment through `config`.
 
 pub mod args;
-pub mod bench;
 pub mod config;
 pub mod demo;
 pub mod eval;

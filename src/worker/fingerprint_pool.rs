@@ -14,7 +14,7 @@
 //!
 //! A nice value ranks threads within one scheduling group: against the
 //! worker's own async threads always, against Redis only when both share a
-//! group (one session or cgroup, as under `simdedup bench`; a systemd unit or a
+//! group (one session or cgroup, as under `simdedup-bench`; a systemd unit or a
 //! container is a group of its own). On Linux the nice value is a per-thread
 //! attribute; elsewhere it would be the process', so the priority is only
 //! changed on Linux.

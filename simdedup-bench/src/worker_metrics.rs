@@ -134,7 +134,7 @@ pub fn scrape(port: u16) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::worker::metrics::Metrics;
+    use simdedup::worker::metrics::Metrics;
 
     #[test]
     fn reads_a_workers_histogram_and_estimates_quantiles() {

@@ -1,15 +1,83 @@
-//! `simdedup bench`: the Redis index at scale and the workers end to end, on a
-//! private redis-server.
+//! `simdedup-bench`: the Redis index at scale and the workers end to end, on
+//! a private redis-server. A tool of its own, outside the product: it links
+//! the `simdedup` library for the index and runs the `simdedup` binary as the
+//! workers.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
-use clap::Args;
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser};
 
-use super::{parse_rate, runtime};
+use simdedup::cli::{init_tracing, parse_rate, runtime, LogFormat};
+use simdedup_bench::{report, BenchOptions};
+
+/// The same allocator as the `simdedup` binary, so that the bench client's
+/// CPU per check is what a worker pays.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "simdedup-bench",
+    version,
+    about = "Measure the simdedup Redis index at scale and the workers end to end, on a private redis-server",
+    long_about = "Measure the simdedup Redis index at scale and the workers end to end.\n\n\
+        Starts its own redis-server on a free port (no persistence, maxmemory capped, stopped at the \
+        end and on Ctrl-C; needs `redis-server` on PATH or REDIS_SERVER_BIN). Then:\n\
+        1. end to end on an empty index: K articles XADDed to simdedup:{bench}:in, W `simdedup worker` \
+        processes, timed from the first worker's start until every entry has its output;\n\
+        2. for each size: the index filled with seeded synthetic fingerprints over the last 48 h, Redis \
+        bytes per article (INFO memory), M check-and-insert calls through the real path (client p50/p99, \
+        Redis µs per check from INFO commandstats, Redis CPU per check), and the end-to-end runs again.\n\n\
+        Prints a Markdown table on stdout; --write-docs puts it, with the machine and the design card's \
+        targets, between the `<!-- simdedup bench: begin/end -->` markers of a file.\n\n\
+        Build both programs first (`cargo build --release`), then for example:\n  \
+        target/release/simdedup-bench --quick                # a few minutes: 100 k articles\n  \
+        target/release/simdedup-bench --sizes 1000000 --write-docs docs/benchmarks.md\n  \
+        target/release/simdedup-bench --corpus ../shared/data/cctv-news-2022-2025.jsonl --no-index-sizes\n\n\
+        10 M articles take about 4-5 GB of Redis memory and 30-60 minutes on 2 cores."
+)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, env = "SIMDEDUP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+    #[command(flatten)]
+    bench: BenchArgs,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format, "warn");
+    match run(cli.bench) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("simdedup-bench: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The `simdedup` binary next to this one: cargo builds both into the same
+/// directory.
+fn sibling_simdedup() -> Result<PathBuf> {
+    let me = std::env::current_exe().context("finding this program's path")?;
+    let path = me.with_file_name(format!("simdedup{}", std::env::consts::EXE_SUFFIX));
+    if !path.is_file() {
+        bail!(
+            "the workers run the `simdedup` binary, and there is none at {}: build it with \
+             `cargo build --release` (it builds both programs), or name one with --simdedup PATH",
+            path.display()
+        );
+    }
+    Ok(path)
+}
 
 #[derive(Args, Debug)]
-pub struct BenchArgs {
+struct BenchArgs {
+    /// The `simdedup` binary the end-to-end workers run (default: the one next
+    /// to this program, as `cargo build --release` puts it).
+    #[arg(long, value_name = "PATH", env = "SIMDEDUP_BIN")]
+    simdedup: Option<PathBuf>,
     /// Index sizes in articles, comma-separated (default 1000000,10000000; --quick: 100000).
     #[arg(long, value_delimiter = ',', value_name = "N,N,…")]
     sizes: Option<Vec<u64>>,
@@ -58,7 +126,7 @@ pub struct BenchArgs {
     /// index and on each size): latency at a load the worker keeps up with,
     /// where the other runs drain a backlog as fast as they can.
     #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate,
-          default_value_t = crate::bench::DEFAULT_PACED_RATE)]
+          default_value_t = simdedup_bench::DEFAULT_PACED_RATE)]
     paced_rate: f64,
     /// No steady-feed runs.
     #[arg(long)]
@@ -98,9 +166,12 @@ pub struct BenchArgs {
     no_progress: bool,
 }
 
-pub fn run(args: BenchArgs) -> Result<()> {
-    let exe = std::env::current_exe().context("finding the simdedup binary for the workers")?;
-    let mut o = crate::bench::BenchOptions::new(exe);
+fn run(args: BenchArgs) -> Result<()> {
+    let exe = match args.simdedup {
+        Some(path) => path,
+        None => sibling_simdedup()?,
+    };
+    let mut o = BenchOptions::new(exe);
     if args.quick {
         o.sizes = vec![100_000];
         o.checks = 10_000;
@@ -137,7 +208,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     o.lookup_signatures = args.lookup_signatures;
     o.replica = args.replica;
     o.progress = !args.no_progress;
-    o.command_line = std::iter::once("simdedup".to_owned())
+    o.command_line = std::iter::once("simdedup-bench".to_owned())
         .chain(std::env::args().skip(1).map(|a| {
             if !a.is_empty()
                 && a.chars()
@@ -150,12 +221,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }))
         .collect::<Vec<_>>()
         .join(" ");
-    let report = runtime()?.block_on(crate::bench::run(&o))?;
-    print!("{}", crate::bench::report::markdown(&report));
+    let report = runtime()?.block_on(simdedup_bench::run(&o))?;
+    print!("{}", report::markdown(&report));
     if let Some(path) = &args.write_docs {
-        crate::bench::report::write_docs(path, &report)
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("simdedup bench: results written to {}", path.display());
+        report::write_docs(path, &report).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("simdedup-bench: results written to {}", path.display());
     }
     Ok(())
 }

@@ -27,7 +27,7 @@
 //! so those rows are shown but not added).
 //!
 //! ```sh
-//! cargo run --release --example card_floor -- --articles 1000000 --checks 50000 \
+//! cargo run --release -p simdedup-bench --example card_floor -- --articles 1000000 --checks 50000 \
 //!     --concurrency 16 --layout positional
 //! ```
 
@@ -39,8 +39,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Pipeline, Script, Value};
-use simdedup::bench::info::Info;
 use simdedup::redis_server::RedisServer;
+use simdedup_bench::info::Info;
 
 /// Prefix of every key (a Redis Cluster hash tag, as the real index has).
 const PREFIX: &str = "floor:{bench}:";

@@ -646,8 +646,8 @@ pub fn write_docs(path: &Path, report: &BenchReport) -> Result<(), BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::index::{Checks, Memory};
-    use crate::bench::worker_metrics::IndexLatency;
+    use crate::index::{Checks, Memory};
+    use crate::worker_metrics::IndexLatency;
 
     #[test]
     fn formats_dates_in_utc() {
@@ -784,7 +784,7 @@ mod tests {
                 paced: Some(E2e {
                     index_latency: latency(steady_p99),
                     offered_per_s: Some(1000.0),
-                    verdict_latency: Some(crate::bench::e2e::VerdictLatency {
+                    verdict_latency: Some(crate::e2e::VerdictLatency {
                         p50_ms: 1,
                         p99_ms: 3,
                         max_ms: 7,
