@@ -16,10 +16,14 @@ WORKDIR /src
 
 # Dependency layer: the manifests plus stub targets, so `cargo build` compiles
 # every dependency and nothing of ours. Re-run only when the manifests change.
+# The workspace's bench tool is not built; cargo needs its manifest and a
+# target to load the workspace, so it keeps its stubs.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches \
+COPY simdedup-bench/Cargo.toml ./simdedup-bench/
+RUN mkdir -p src benches simdedup-bench/src \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs \
+ && touch src/lib.rs simdedup-bench/src/lib.rs \
+ && echo 'fn main() {}' > simdedup-bench/src/main.rs \
  && echo 'fn main() {}' > benches/fingerprint.rs \
  && cargo build --profile dist --locked --bin simdedup \
  && rm -rf src benches

@@ -17,6 +17,19 @@ struct TruthRow {
     best_j: f64,
 }
 
+/// Why a truth file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TruthError {
+    #[error("reading the truth file")]
+    Read(#[from] std::io::Error),
+    #[error("truth line {line} is not {{\"id\", \"best_j\", [\"kind\"]}}")]
+    Row {
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Ground truth: per id, its best earlier Jaccard and the kind of rewrite.
 #[derive(Debug, Default)]
 pub struct Truth {
@@ -25,15 +38,17 @@ pub struct Truth {
 }
 
 impl Truth {
-    pub fn read(reader: impl BufRead) -> Result<Truth, String> {
+    pub fn read(reader: impl BufRead) -> Result<Truth, TruthError> {
         let mut truth = Truth::default();
         for (n, line) in reader.lines().enumerate() {
-            let line = line.map_err(|e| e.to_string())?;
+            let line = line?;
             if line.trim().is_empty() {
                 continue;
             }
-            let row: TruthRow =
-                serde_json::from_str(&line).map_err(|e| format!("truth line {}: {e}", n + 1))?;
+            let row: TruthRow = serde_json::from_str(&line).map_err(|source| TruthError::Row {
+                line: n + 1,
+                source,
+            })?;
             truth.order.push(row.id.clone());
             truth
                 .rows

@@ -21,13 +21,20 @@
 //!   [`scan`] is the no-Redis JSONL pipeline; [`eval`] scores verdicts against a
 //!   labelled set; [`settings`] loads configuration (file ← env ← flags);
 //!   [`demo`] runs the worker pipeline on the bundled sample (`simdedup demo`);
-//!   [`redis_server`] starts a private `redis-server` (demo, bench, tests);
-//!   [`bench`] measures the index and the workers at scale (`simdedup bench`).
+//!   [`redis_server`] starts a private `redis-server` (demo, tests and the
+//!   `simdedup-bench` tool);
+//!   [`worker`] is the stream worker: it reads the input stream with a
+//!   consumer group, fingerprints, checks against the index and writes
+//!   verdicts (with its metrics and health endpoints and the operator tools).
+//! - **Command line**: [`cli`] holds each `simdedup` subcommand's flags and
+//!   body; the binary (`src/main.rs`) only parses arguments, sets up tracing
+//!   and calls in there.
 //!
-//! The binary (`src/main.rs`) only parses arguments, sets up tracing and calls in here.
+//! The measurements at scale live outside the product, in the `simdedup-bench`
+//! workspace member.
 
 pub mod article;
-pub mod bench;
+pub mod cli;
 pub mod connect;
 pub mod decision;
 pub mod demo;

@@ -1,6 +1,6 @@
 //! A private `redis-server` child process on a free port of 127.0.0.1.
 //!
-//! What `simdedup demo`, `simdedup bench` and the test suite run against: never a
+//! What `simdedup demo`, `simdedup-bench` and the test suite run against: never a
 //! server someone else started (never 6379 unless the kernel hands out that
 //! port), no persistence (`--save "" --appendonly no`), its working directory in
 //! a fresh temporary directory. The process is killed and the directory removed

@@ -177,17 +177,34 @@ fn prepare(fp: &Fingerprinter, line_no: u64, bytes: &[u8], max_text_bytes: usize
 }
 
 /// Run a scan: read JSONL from `input`, write one [`ScanRecord`] per non-blank line
-/// to `output`, deciding against (and inserting into) `index`.
+/// to `output` as a JSON line, deciding against (and inserting into) `index`.
 pub fn scan(
-    mut input: impl BufRead + Send,
+    input: impl BufRead + Send,
     output: impl Write,
     fingerprinter: &Fingerprinter,
     index: &EmbeddedIndex,
     options: &ScanOptions,
 ) -> Result<ScanSummary, ScanError> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, output);
+    let summary = scan_records(input, fingerprinter, index, options, |record| {
+        serde_json::to_writer(&mut out, &record)?;
+        out.write_all(b"\n")
+    })?;
+    out.flush().map_err(ScanError::Write)?;
+    Ok(summary)
+}
+
+/// [`scan`], handing each [`ScanRecord`] to `sink` in input order instead of
+/// writing it; an error from `sink` ends the scan as [`ScanError::Write`].
+pub fn scan_records(
+    mut input: impl BufRead + Send,
+    fingerprinter: &Fingerprinter,
+    index: &EmbeddedIndex,
+    options: &ScanOptions,
+    mut sink: impl FnMut(ScanRecord) -> std::io::Result<()>,
+) -> Result<ScanSummary, ScanError> {
     let started = Instant::now();
     let bar = progress_bar(options);
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, output);
     let mut summary = ScanSummary::default();
     let (tx, rx) = mpsc::sync_channel::<Result<(Vec<Prepared>, u64), std::io::Error>>(2);
 
@@ -258,14 +275,12 @@ pub fn scan(
                         ScanRecord::rejected(id, line, &why)
                     }
                 };
-                serde_json::to_writer(&mut out, &record).map_err(|e| ScanError::Write(e.into()))?;
-                out.write_all(b"\n").map_err(ScanError::Write)?;
+                sink(record).map_err(ScanError::Write)?;
             }
             bar.inc(bytes_read);
         }
         Ok(())
     })?;
-    out.flush().map_err(ScanError::Write)?;
     bar.finish_and_clear();
     summary.elapsed = started.elapsed();
     Ok(summary)

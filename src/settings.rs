@@ -1,5 +1,5 @@
 //! Settings: defaults, then a TOML file, then `SIMDEDUP_*` environment variables,
-//! then command-line flags (applied by the binary), each overriding the one before.
+//! then command-line flags ([`Settings::load_with`]), each overriding the one before.
 //!
 //! Nested keys come from the environment with `__`: `SIMDEDUP_DECISION__MAX_DISTANCE=2`,
 //! `SIMDEDUP_WORKER__BATCH_SIZE=256`; top-level ones without: `SIMDEDUP_REDIS_URL`,
@@ -27,7 +27,7 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 const NOT_SETTINGS: [&str; 3] = ["SIMDEDUP_CONFIG", "SIMDEDUP_LOG", "SIMDEDUP_LOG_FORMAT"];
 
 /// Which index the worker decides with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum IndexKind {
     /// The shared Redis index: any number of workers, state survives restarts.
@@ -89,11 +89,23 @@ pub enum SettingsError {
     Invalid(String),
     #[error(transparent)]
     Idf(#[from] IdfError),
+    #[error("configuration: cannot write it as TOML")]
+    Show(#[from] toml::ser::Error),
 }
 
 impl Settings {
     /// Load defaults ← `file` (if given) ← environment.
     pub fn load(file: Option<&Path>) -> Result<Settings, SettingsError> {
+        Self::load_with(file, &serde_json::Map::new())
+    }
+
+    /// Load defaults ← `file` (if given) ← environment ← `flags`: anything that
+    /// serializes to (part of) the settings' shape, e.g. a command's flags with
+    /// the absent ones skipped.
+    pub fn load_with(
+        file: Option<&Path>,
+        flags: &impl Serialize,
+    ) -> Result<Settings, SettingsError> {
         let mut builder = config::Config::builder();
         if let Some(path) = file {
             if !path.exists() {
@@ -116,6 +128,7 @@ impl Settings {
                 .try_parsing(true)
                 .source(Some(env)),
         );
+        builder = builder.add_source(config::Config::try_from(flags)?);
         let settings: Settings = builder.build()?.try_deserialize()?;
         settings.validate()?;
         Ok(settings)
@@ -149,11 +162,11 @@ impl Settings {
     }
 
     /// These settings as TOML with secrets (the URL's password) redacted, for
-    /// `simdedup config`.
-    pub fn to_redacted_toml(&self) -> String {
+    /// `simdedup config`. Unset optional keys are left out.
+    pub fn to_redacted_toml(&self) -> Result<String, SettingsError> {
         let mut shown = self.clone();
         shown.redis_url = redact_url(&self.redis_url);
-        toml_string(&shown)
+        Ok(toml::to_string(&shown)?)
     }
 
     /// The IDF table these settings name.
@@ -176,33 +189,6 @@ impl Settings {
         let idf = idf.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         Ok(Fingerprinter::new(tokenizer, idf, self.fingerprint.clone()))
     }
-}
-
-fn toml_string(s: &Settings) -> String {
-    // `config` reads TOML but does not write it; serde_json → a small TOML writer
-    // would be one more dependency, so print the JSON tree as TOML by hand.
-    let value = serde_json::to_value(s).unwrap_or_default();
-    let mut out = String::new();
-    let mut tables = Vec::new();
-    if let serde_json::Value::Object(map) = value {
-        for (k, v) in map {
-            match v {
-                serde_json::Value::Object(inner) => tables.push((k, inner)),
-                serde_json::Value::Null => out.push_str(&format!("# {k} = (unset)\n")),
-                other => out.push_str(&format!("{k} = {other}\n")),
-            }
-        }
-        for (name, inner) in tables {
-            out.push_str(&format!("\n[{name}]\n"));
-            for (k, v) in inner {
-                match v {
-                    serde_json::Value::Null => out.push_str(&format!("# {k} = (unset)\n")),
-                    other => out.push_str(&format!("{k} = {other}\n")),
-                }
-            }
-        }
-    }
-    out
 }
 
 /// What to do about a failed Redis connection, judged from the error's text, when
@@ -271,7 +257,7 @@ mod tests {
             redis_url: "redis://u:hunter2@h/".into(),
             ..Settings::default()
         };
-        let shown = s.to_redacted_toml();
+        let shown = s.to_redacted_toml().unwrap();
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("[worker]"));
     }

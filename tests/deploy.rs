@@ -717,18 +717,24 @@ fn systemd_unit_matches_the_code() {
 fn grafana_dashboard_uses_only_real_metrics() {
     let dash: serde_json::Value =
         serde_json::from_str(&read("deploy/grafana/simdedup-dashboard.json")).unwrap();
-    // Every series a worker exposes (families render their HELP/TYPE lines even
-    // when empty), histograms with their _bucket/_sum/_count series.
-    let exposition = Metrics::default().render();
+    // Every series a worker exposes (a labelled family once it has a series):
+    // in OpenMetrics a counter family's samples end in _total, a histogram's in
+    // _bucket/_sum/_count.
+    let metrics = Metrics::default();
+    metrics.article("duplicate", Some("simhash"));
+    metrics.rejected("malformed_json");
+    let exposition = metrics.render();
     let mut real = BTreeSet::new();
     for line in exposition.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
-            real.insert(name.to_owned());
-            if kind == "histogram" {
-                for suffix in ["_bucket", "_sum", "_count"] {
-                    real.insert(format!("{name}{suffix}"));
-                }
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["", "_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            for suffix in suffixes {
+                real.insert(format!("{name}{suffix}"));
             }
         }
     }

@@ -290,12 +290,7 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
         (5001 - MAX_DEAD_LETTER_FIELDS).to_string()
     );
     assert_eq!(many["id"], "many");
-    assert_eq!(
-        metrics
-            .dead_letters
-            .load(std::sync::atomic::Ordering::Relaxed),
-        expected.len() as u64
-    );
+    assert_eq!(metrics.dead_letters.get(), expected.len() as u64);
     let text = metrics.render();
     assert!(
         text.contains("simdedup_rejected_total{reason=\"unknown_op\"} 1"),
@@ -368,12 +363,7 @@ async fn survives_killed_connections() {
     let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
     assert_eq!(outputs.len(), total as usize);
     assert!(outputs.iter().all(|f| f["verdict"] == "unique"));
-    assert!(
-        metrics
-            .reconnects
-            .load(std::sync::atomic::Ordering::Relaxed)
-            > 0
-    );
+    assert!(metrics.reconnects.get() > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,10 +395,7 @@ async fn graceful_shutdown_acks_everything_in_flight() {
     trigger.fire();
     let summary = handle.await.unwrap();
     assert_eq!(summary.abandoned, 0);
-    assert_eq!(
-        metrics.in_flight.load(std::sync::atomic::Ordering::Relaxed),
-        0
-    );
+    assert_eq!(metrics.in_flight.get(), 0);
     // Whatever was read was finished and acked: no pending entries, and each
     // output is for a distinct input.
     assert_eq!(pending(&mut conn, &keys, "simdedup"), 0);

@@ -8,13 +8,13 @@
 //! fingerprinting for a scheduler slice, the check's latency grows by
 //! milliseconds and the worker's throughput with it. A higher nice value lets
 //! the latency-bound threads run first and the fingerprinting take what is
-//! left. Measured on 2 cores shared with Redis (`docs/benchmarks.md`, "The
-//! workers' tail"): the workers' p99 of an index call fell by 4–27 % (by a
-//! fifth with four workers), their throughput stayed or rose.
+//! left. Measured on 2 cores shared with Redis, against fingerprinting at the
+//! same priority: the workers' p99 of an index call is 4–27 % lower (20 %
+//! with four workers), their throughput the same or higher.
 //!
 //! A nice value ranks threads within one scheduling group: against the
 //! worker's own async threads always, against Redis only when both share a
-//! group (one session or cgroup, as under `simdedup bench`; a systemd unit or a
+//! group (one session or cgroup, as under `simdedup-bench`; a systemd unit or a
 //! container is a group of its own). On Linux the nice value is a per-thread
 //! attribute; elsewhere it would be the process', so the priority is only
 //! changed on Linux.

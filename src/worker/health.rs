@@ -85,7 +85,7 @@ impl Health {
         failing.reason = reason.to_owned();
         if failing.since.is_none() {
             failing.since = Some(Instant::now());
-            metrics.redis_outages.fetch_add(1, Ordering::Relaxed);
+            metrics.redis_outages.inc();
             tracing::warn!(
                 reason,
                 holding,
@@ -135,7 +135,7 @@ mod tests {
         let a = health.trouble("OOM", &metrics, 10);
         let b = health.trouble("OOM", &metrics, 10);
         assert_eq!(
-            metrics.redis_outages.load(Ordering::Relaxed),
+            metrics.redis_outages.get(),
             1,
             "one outage"
         );
@@ -147,6 +147,6 @@ mod tests {
         assert!(health.readiness().is_ok());
         assert!(health.available_for().is_some());
         let _c = health.trouble("LOADING", &metrics, 0);
-        assert_eq!(metrics.redis_outages.load(Ordering::Relaxed), 2);
+        assert_eq!(metrics.redis_outages.get(), 2);
     }
 }

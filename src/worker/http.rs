@@ -1,17 +1,20 @@
-//! A minimal HTTP/1.1 listener for `/metrics`, `/healthz` and `/readyz`.
+//! The worker's HTTP endpoints, served with axum: `/metrics` for Prometheus,
+//! `/healthz` (liveness) and `/readyz` (readiness) for Kubernetes.
 //!
-//! Hand-rolled on tokio: three GET routes read by Prometheus and Kubernetes do
-//! not need a web framework (and its compile time). Each connection serves one
-//! request and closes.
+//! Each probe answers from the worker's [`Health`] flags, so a probe never
+//! waits on Redis: a worker that cannot reach Redis says so at once (503).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
 
-use super::metrics::Metrics;
+use super::metrics::{Metrics, CONTENT_TYPE};
 use super::shutdown::Shutdown;
 use super::Health;
 
@@ -21,6 +24,21 @@ pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
 }
 
+#[derive(Clone)]
+struct Endpoints {
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+}
+
+/// The three routes; any other path is a 404, any other method a 405.
+fn router(metrics: Arc<Metrics>, health: Arc<Health>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(Endpoints { metrics, health })
+}
+
 /// Serve until `shutdown` fires.
 pub async fn serve(
     listener: TcpListener,
@@ -28,79 +46,32 @@ pub async fn serve(
     health: Arc<Health>,
     mut shutdown: Shutdown,
 ) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = shutdown.recv() => return,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                let (m, h) = (metrics.clone(), health.clone());
-                tokio::spawn(async move {
-                    let _ =
-                        tokio::time::timeout(Duration::from_secs(5), handle(stream, m, h)).await;
-                });
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "HTTP accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+    let served = axum::serve(listener, router(metrics, health))
+        .with_graceful_shutdown(async move { shutdown.recv().await })
+        .await;
+    if let Err(e) = served {
+        tracing::warn!(error = %e, "HTTP listener stopped");
     }
 }
 
-async fn handle(
-    mut stream: TcpStream,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    // Read the request head (we ignore any body).
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
+async fn metrics_text(State(s): State<Endpoints>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], s.metrics.render())
+}
+
+async fn healthz(State(s): State<Endpoints>) -> impl IntoResponse {
+    if s.health.alive.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ok\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "stopped\n")
     }
-    let head = String::from_utf8_lossy(&buf);
-    let mut parts = head.split_whitespace();
-    let method = parts.next().unwrap_or("");
-    let path = parts.next().unwrap_or("").split('?').next().unwrap_or("");
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            metrics.render(),
+}
+
+async fn readyz(State(s): State<Endpoints>) -> impl IntoResponse {
+    match s.health.readiness() {
+        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
         ),
-        ("GET", "/healthz") if health.alive.load(Ordering::Relaxed) => {
-            ("200 OK", "text/plain", "ok\n".to_owned())
-        }
-        ("GET", "/healthz") => (
-            "503 Service Unavailable",
-            "text/plain",
-            "stopped\n".to_owned(),
-        ),
-        ("GET", "/readyz") => match health.readiness() {
-            Ok(()) => ("200 OK", "text/plain", "ready\n".to_owned()),
-            Err(why) => (
-                "503 Service Unavailable",
-                "text/plain",
-                format!("not ready: {why}\n"),
-            ),
-        },
-        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_owned()),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET only\n".to_owned(),
-        ),
-    };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
+    }
 }

@@ -1,19 +1,25 @@
-//! Prometheus metrics of a worker, hand-rolled on atomics.
+//! Prometheus metrics of a worker, kept and exposed with `prometheus-client`.
 //!
-//! A dozen counters, two gauges and three histograms do not justify a metrics
-//! framework (and its compile time on a 2-core box); the text exposition format
-//! is simple and stable. Everything here is lock-free except the label maps,
-//! whose locks are held for a hash-map lookup.
+//! Every metric is registered once, in [`Metrics::default`], with the name the
+//! docs and the Grafana dashboard use; the crate writes the OpenMetrics text
+//! (label values escaped, counters with their `_total` suffix). Updates are
+//! atomic adds, except the histograms' and the label families' short locks.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
+
+use prometheus_client::encoding::{text::encode, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram;
+use prometheus_client::registry::Registry;
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Latency buckets in seconds: 50 µs to 10 s, enough for both fingerprinting
 /// (sub-millisecond) and Redis round trips under load; finest below 3 ms, so a
-/// quantile read from them can be held to a 2 ms target (issue 3).
+/// quantile read from them can be held to a 2 ms target.
 const BUCKETS: [f64; 16] = [
     0.000_05, 0.000_1, 0.000_2, 0.000_3, 0.000_5, 0.000_75, 0.001, 0.001_5, 0.002, 0.003, 0.005,
     0.01, 0.025, 0.1, 1.0, 10.0,
@@ -27,134 +33,62 @@ const COUNT_BUCKETS: [f64; 16] = [
 
 /// A histogram with fixed buckets: latencies in seconds ([`Histogram::default`])
 /// or counts ([`Histogram::counts`]).
-#[derive(Debug)]
-pub struct Histogram {
-    bounds: &'static [f64; 16],
-    buckets: [AtomicU64; 16],
-    count: AtomicU64,
-    /// Sum of the observed values in millionths (µs for latencies).
-    sum_millionths: AtomicU64,
-}
+#[derive(Debug, Clone)]
+pub struct Histogram(histogram::Histogram);
 
 impl Default for Histogram {
     fn default() -> Histogram {
-        Histogram::with_bounds(&BUCKETS)
+        Histogram(histogram::Histogram::new(BUCKETS))
     }
 }
 
 impl Histogram {
-    fn with_bounds(bounds: &'static [f64; 16]) -> Histogram {
-        Histogram {
-            bounds,
-            buckets: Default::default(),
-            count: AtomicU64::new(0),
-            sum_millionths: AtomicU64::new(0),
-        }
-    }
-
     /// A histogram of counts (buckets 0, 1, 2, 4, … 16384).
     pub fn counts() -> Histogram {
-        Histogram::with_bounds(&COUNT_BUCKETS)
+        Histogram(histogram::Histogram::new(COUNT_BUCKETS))
     }
 
     pub fn observe(&self, d: Duration) {
-        self.observe_value(d.as_secs_f64());
+        self.0.observe(d.as_secs_f64());
     }
 
     pub fn observe_value(&self, v: f64) {
-        if let Some(i) = self.bounds.iter().position(|&b| v <= b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_millionths
-            .fetch_add((v * 1e6) as u64, Ordering::Relaxed);
-    }
-
-    pub fn count(&self) -> u64 {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, bound) in self.bounds.iter().enumerate() {
-            cumulative += self.buckets[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
-        }
-        let count = self.count();
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
-        let sum = self.sum_millionths.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+        self.0.observe(v);
     }
 }
 
-/// A counter family keyed by label values.
-#[derive(Debug, Default)]
-struct Family(Mutex<BTreeMap<String, u64>>);
-
-impl Family {
-    fn inc(&self, labels: String, by: u64) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        *map.entry(labels).or_insert(0) += by;
-    }
-
-    fn get(&self, labels: &str) -> u64 {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(labels).copied().unwrap_or(0)
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for (labels, v) in map.iter() {
-            let _ = writeln!(out, "{name}{{{labels}}} {v}");
-        }
-    }
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ArticleLabels {
+    verdict: String,
+    signal: String,
 }
 
-fn counter(out: &mut String, name: &str, help: &str, v: &AtomicU64) {
-    let v = v.load(Ordering::Relaxed);
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-    );
-}
-
-fn gauge(out: &mut String, name: &str, help: &str, v: &AtomicI64) {
-    let v = v.load(Ordering::Relaxed);
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-}
-
-/// Label values here are our own verdict/signal/reason codes (no quotes or
-/// backslashes), so they need no escaping.
-fn label(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{v}\""))
-        .collect::<Vec<_>>()
-        .join(",")
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectedLabels {
+    reason: String,
 }
 
 /// All metrics of one worker process. Shared by `Arc`.
 #[derive(Debug)]
 pub struct Metrics {
-    articles: Family,
-    rejected: Family,
-    pub replayed: AtomicU64,
-    pub claimed: AtomicU64,
-    pub dead_letters: AtomicU64,
+    registry: Registry,
+    articles: Family<ArticleLabels, Counter>,
+    rejected: Family<RejectedLabels, Counter>,
+    pub replayed: Counter,
+    pub claimed: Counter,
+    pub dead_letters: Counter,
     /// Output entries not written because the input entry was already acked
     /// (another worker finished it first): the exactly-once guard at work.
-    pub commit_skipped: AtomicU64,
-    pub redis_errors: AtomicU64,
+    pub commit_skipped: Counter,
+    pub redis_errors: Counter,
     /// Times the worker became unavailable (a call failing with a transient
     /// Redis error, `health.rs`).
-    pub redis_outages: AtomicU64,
-    pub reconnects: AtomicU64,
-    pub index_retries: AtomicU64,
-    pub pending: AtomicI64,
-    pub lag: AtomicI64,
-    pub in_flight: AtomicI64,
+    pub redis_outages: Counter,
+    pub reconnects: Counter,
+    pub index_retries: Counter,
+    pub pending: Gauge,
+    pub lag: Gauge,
+    pub in_flight: Gauge,
     pub fingerprint_latency: Histogram,
     pub index_latency: Histogram,
     pub commit_latency: Histogram,
@@ -165,150 +99,174 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Metrics {
-        Metrics {
+        let m = Metrics {
+            registry: Registry::default(),
             articles: Family::default(),
             rejected: Family::default(),
-            replayed: AtomicU64::new(0),
-            claimed: AtomicU64::new(0),
-            dead_letters: AtomicU64::new(0),
-            commit_skipped: AtomicU64::new(0),
-            redis_errors: AtomicU64::new(0),
-            redis_outages: AtomicU64::new(0),
-            reconnects: AtomicU64::new(0),
-            index_retries: AtomicU64::new(0),
-            pending: AtomicI64::new(0),
-            lag: AtomicI64::new(0),
-            in_flight: AtomicI64::new(0),
+            replayed: Counter::default(),
+            claimed: Counter::default(),
+            dead_letters: Counter::default(),
+            commit_skipped: Counter::default(),
+            redis_errors: Counter::default(),
+            redis_outages: Counter::default(),
+            reconnects: Counter::default(),
+            index_retries: Counter::default(),
+            pending: Gauge::default(),
+            lag: Gauge::default(),
+            in_flight: Gauge::default(),
             fingerprint_latency: Histogram::default(),
             index_latency: Histogram::default(),
             commit_latency: Histogram::default(),
             read_latency: Histogram::default(),
             examined: Histogram::counts(),
-        }
+        };
+        m.registered()
     }
 }
 
 impl Metrics {
+    /// Register every metric under its documented name. Counters are named
+    /// without `_total`: the exposition adds it. The crate ends each help text
+    /// with a period.
+    fn registered(mut self) -> Metrics {
+        let r = &mut self.registry;
+        let commit_help = format!(
+            "Time of one ack-and-emit script call (up to {} entries of a batch)",
+            super::commit::ENTRIES_PER_CALL
+        );
+        r.register(
+            "simdedup_articles",
+            "Output entries written, by verdict and deciding signal",
+            self.articles.clone(),
+        );
+        r.register(
+            "simdedup_rejected",
+            "Rejected input entries, by reason code",
+            self.rejected.clone(),
+        );
+        for (name, help, c) in [
+            (
+                "simdedup_replayed",
+                "Checks answered from a stored verdict (redeliveries, resent ids)",
+                &self.replayed,
+            ),
+            (
+                "simdedup_claimed",
+                "Entries taken over from consumers whose liveness key expired",
+                &self.claimed,
+            ),
+            (
+                "simdedup_dead_letters",
+                "Entries written to the dead-letter stream",
+                &self.dead_letters,
+            ),
+            (
+                "simdedup_commit_skipped",
+                "Finished entries whose output was not written because another consumer had already acked them",
+                &self.commit_skipped,
+            ),
+            (
+                "simdedup_redis_errors",
+                "Failed Redis calls of the stream protocol (each retried)",
+                &self.redis_errors,
+            ),
+            (
+                "simdedup_redis_outages",
+                "Times the worker became unavailable: a Redis call failing with a transient error (OOM, LOADING, BUSY, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, unreachable)",
+                &self.redis_outages,
+            ),
+            (
+                "simdedup_redis_reconnects",
+                "Redis connections found broken and re-established",
+                &self.reconnects,
+            ),
+            (
+                "simdedup_index_retries",
+                "Index calls retried after the index was unavailable",
+                &self.index_retries,
+            ),
+        ] {
+            r.register(name, help, c.clone());
+        }
+        for (name, help, g) in [
+            (
+                "simdedup_pending",
+                "Entries delivered to the group but not yet acked (all consumers)",
+                &self.pending,
+            ),
+            (
+                "simdedup_lag",
+                "Entries in the input stream not yet delivered to the group",
+                &self.lag,
+            ),
+            (
+                "simdedup_in_flight",
+                "Entries this worker has read and not finished",
+                &self.in_flight,
+            ),
+        ] {
+            r.register(name, help, g.clone());
+        }
+        for (name, help, h) in [
+            (
+                "simdedup_fingerprint_seconds",
+                "Time to parse and fingerprint one article",
+                &self.fingerprint_latency,
+            ),
+            (
+                "simdedup_index_seconds",
+                "Time of one index call (check, query or delete), Redis round trips included",
+                &self.index_latency,
+            ),
+            ("simdedup_commit_seconds", &commit_help, &self.commit_latency),
+            (
+                "simdedup_read_seconds",
+                "Time of one non-empty XREADGROUP/XAUTOCLAIM read",
+                &self.read_latency,
+            ),
+            (
+                "simdedup_candidates_per_check",
+                "Index entries one check examined: SimHashes read from block sets plus stored articles fetched (0 for a replay)",
+                &self.examined,
+            ),
+        ] {
+            r.register(name, help, h.0.clone());
+        }
+        self
+    }
+
     /// Count one output entry by verdict and, for duplicates, signal.
     pub fn article(&self, verdict: &str, signal: Option<&str>) {
-        self.articles.inc(
-            label(&[("verdict", verdict), ("signal", signal.unwrap_or("none"))]),
-            1,
-        );
+        self.articles
+            .get_or_create(&ArticleLabels {
+                verdict: verdict.to_owned(),
+                signal: signal.unwrap_or("none").to_owned(),
+            })
+            .inc();
     }
 
     pub fn rejected(&self, code: &str) {
-        self.rejected.inc(label(&[("reason", code)]), 1);
+        self.rejected
+            .get_or_create(&RejectedLabels {
+                reason: code.to_owned(),
+            })
+            .inc();
     }
 
     /// Output entries counted so far with this verdict and signal (`none` for no signal).
     pub fn articles_count(&self, verdict: &str, signal: &str) -> u64 {
         self.articles
-            .get(&label(&[("verdict", verdict), ("signal", signal)]))
+            .get_or_create(&ArticleLabels {
+                verdict: verdict.to_owned(),
+                signal: signal.to_owned(),
+            })
+            .get()
     }
 
-    /// The Prometheus text exposition (format 0.0.4).
+    /// The OpenMetrics text exposition ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8192);
-        self.articles.render(
-            &mut out,
-            "simdedup_articles_total",
-            "Output entries written, by verdict and deciding signal.",
-        );
-        self.rejected.render(
-            &mut out,
-            "simdedup_rejected_total",
-            "Rejected input entries, by reason code.",
-        );
-        counter(
-            &mut out,
-            "simdedup_replayed_total",
-            "Checks answered from a stored verdict (redeliveries, resent ids).",
-            &self.replayed,
-        );
-        counter(
-            &mut out,
-            "simdedup_claimed_total",
-            "Entries taken over from consumers whose liveness key expired.",
-            &self.claimed,
-        );
-        counter(
-            &mut out,
-            "simdedup_dead_letters_total",
-            "Entries written to the dead-letter stream.",
-            &self.dead_letters,
-        );
-        counter(&mut out, "simdedup_commit_skipped_total", "Finished entries whose output was not written because another consumer had already acked them.", &self.commit_skipped);
-        counter(
-            &mut out,
-            "simdedup_redis_errors_total",
-            "Failed Redis calls of the stream protocol (each retried).",
-            &self.redis_errors,
-        );
-        counter(
-            &mut out,
-            "simdedup_redis_outages_total",
-            "Times the worker became unavailable: a Redis call failing with a transient error (OOM, LOADING, BUSY, READONLY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, unreachable).",
-            &self.redis_outages,
-        );
-        counter(
-            &mut out,
-            "simdedup_redis_reconnects_total",
-            "Redis connections found broken and re-established.",
-            &self.reconnects,
-        );
-        counter(
-            &mut out,
-            "simdedup_index_retries_total",
-            "Index calls retried after the index was unavailable.",
-            &self.index_retries,
-        );
-        gauge(
-            &mut out,
-            "simdedup_pending",
-            "Entries delivered to the group but not yet acked (all consumers).",
-            &self.pending,
-        );
-        gauge(
-            &mut out,
-            "simdedup_lag",
-            "Entries in the input stream not yet delivered to the group.",
-            &self.lag,
-        );
-        gauge(
-            &mut out,
-            "simdedup_in_flight",
-            "Entries this worker has read and not finished.",
-            &self.in_flight,
-        );
-        self.fingerprint_latency.render(
-            &mut out,
-            "simdedup_fingerprint_seconds",
-            "Time to parse and fingerprint one article.",
-        );
-        self.index_latency.render(
-            &mut out,
-            "simdedup_index_seconds",
-            "Time of one index call (check, query or delete), Redis round trips included.",
-        );
-        self.commit_latency.render(
-            &mut out,
-            "simdedup_commit_seconds",
-            &format!(
-                "Time of one ack-and-emit script call (up to {} entries of a batch).",
-                super::commit::ENTRIES_PER_CALL
-            ),
-        );
-        self.read_latency.render(
-            &mut out,
-            "simdedup_read_seconds",
-            "Time of one non-empty XREADGROUP/XAUTOCLAIM read.",
-        );
-        self.examined.render(
-            &mut out,
-            "simdedup_candidates_per_check",
-            "Index entries one check examined: SimHashes read from block sets plus stored articles fetched (0 for a replay).",
-        );
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
     }
 }
@@ -327,7 +285,8 @@ mod tests {
         m.fingerprint_latency.observe(Duration::from_millis(3));
         let text = m.render();
         assert!(
-            text.contains("simdedup_articles_total{verdict=\"duplicate\",signal=\"simhash\"} 2")
+            text.contains("simdedup_articles_total{verdict=\"duplicate\",signal=\"simhash\"} 2"),
+            "{text}"
         );
         assert!(text.contains("simdedup_articles_total{verdict=\"unique\",signal=\"none\"} 1"));
         assert!(text.contains("simdedup_fingerprint_seconds_bucket{le=\"0.0001\"} 1"));
@@ -338,9 +297,59 @@ mod tests {
         m.examined.observe_value(3.0);
         m.examined.observe_value(100.0);
         let text = m.render();
-        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"0\"} 1"));
-        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"4\"} 2"));
-        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"128\"} 3"));
+        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"0.0\"} 1"));
+        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"4.0\"} 2"));
+        assert!(text.contains("simdedup_candidates_per_check_bucket{le=\"128.0\"} 3"));
         assert!(text.contains("simdedup_candidates_per_check_sum 103"));
+    }
+
+    /// Label values come from input (a rejection reason may one day carry
+    /// text): the exposition escapes them, so one odd value cannot break the
+    /// whole scrape.
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::default();
+        m.rejected("bad \"quote\" \\ and\nnewline");
+        let text = m.render();
+        assert!(
+            text.contains(r#"simdedup_rejected_total{reason="bad \"quote\" \\ and\nnewline"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_documented_metric_is_exposed() {
+        // A labelled family shows once it has a series.
+        let m = Metrics::default();
+        m.article("unique", None);
+        m.rejected("malformed_json");
+        let text = m.render();
+        for name in [
+            "simdedup_articles_total",
+            "simdedup_rejected_total",
+            "simdedup_replayed_total",
+            "simdedup_claimed_total",
+            "simdedup_dead_letters_total",
+            "simdedup_commit_skipped_total",
+            "simdedup_redis_errors_total",
+            "simdedup_redis_outages_total",
+            "simdedup_redis_reconnects_total",
+            "simdedup_index_retries_total",
+            "simdedup_pending",
+            "simdedup_lag",
+            "simdedup_in_flight",
+            "simdedup_fingerprint_seconds",
+            "simdedup_index_seconds",
+            "simdedup_commit_seconds",
+            "simdedup_read_seconds",
+            "simdedup_candidates_per_check",
+        ] {
+            let family = name.strip_suffix("_total").unwrap_or(name);
+            assert!(
+                text.contains(&format!("# TYPE {family} ")),
+                "{name} missing:\n{text}"
+            );
+        }
+        assert!(text.ends_with("# EOF\n"));
     }
 }

@@ -352,7 +352,7 @@ impl<I: Index + 'static> Worker<I> {
                 Ok(c) => return Some(c),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to Redis; retrying");
-                    self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.redis_errors.inc();
                     tokio::select! {
                         _ = tokio::time::sleep(backoff.next_delay()) => {}
                         _ = shutdown.recv() => return None,
@@ -489,12 +489,12 @@ impl<I: Index + 'static> Worker<I> {
                         match &trouble {
                             Some(_) => self.health.still(&reason),
                             None => {
-                                let holding = self.metrics.in_flight.load(Ordering::Relaxed);
+                                let holding = self.metrics.in_flight.get();
                                 trouble =
                                     Some(self.health.trouble(&reason, &self.metrics, holding));
                             }
                         }
-                        self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                        self.metrics.redis_errors.inc();
                         count_reconnect(&self.metrics, &e);
                         tracing::debug!(error = %e, "reading the input stream failed; retrying");
                     } else {
@@ -531,9 +531,7 @@ impl<I: Index + 'static> Worker<I> {
                     drop(std::mem::replace(&mut held, p));
                 }
             }
-            self.metrics
-                .in_flight
-                .fetch_add(entries.len() as i64, Ordering::Relaxed);
+            self.metrics.in_flight.inc_by(entries.len() as i64);
             let shared = shared.clone();
             let (turn_done, next_turn) = oneshot::channel();
             let turn = Turn {
@@ -610,7 +608,7 @@ impl<I: Index + 'static> Worker<I> {
     }
 
     fn note_error(&self, e: &RedisError, what: &str) {
-        self.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+        self.metrics.redis_errors.inc();
         count_reconnect(&self.metrics, e);
         tracing::warn!(error = %e, "{what} failed; retrying");
     }
@@ -704,7 +702,7 @@ impl<I: Index + 'static> Worker<I> {
                     Reclaimed::Claimed(claimed) => {
                         self.metrics
                             .claimed
-                            .fetch_add(claimed.len() as u64, Ordering::Relaxed);
+                            .inc_by(claimed.len() as u64);
                         tracing::info!(consumer = %peer.name, count = claimed.len(), "took over a dead consumer's pending entries");
                         entries = claimed;
                         break;
@@ -774,10 +772,8 @@ impl<I: Index + 'static> Worker<I> {
             .await;
         if let Ok(v) = reply {
             if let Some(info) = tools::group_info(&v, &self.config.group) {
-                self.metrics.pending.store(info.pending, Ordering::Relaxed);
-                self.metrics
-                    .lag
-                    .store(info.lag.unwrap_or(-1), Ordering::Relaxed);
+                self.metrics.pending.set(info.pending);
+                self.metrics.lag.set(info.lag.unwrap_or(-1));
             }
         }
     }
@@ -797,7 +793,7 @@ async fn heartbeat<I: Index>(shared: Arc<Shared<I>>, liveness: Liveness) {
         match liveness.beat(&mut c).await {
             Ok(()) => trouble = None,
             Err(e) if transient::is_transient(&e) => {
-                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.redis_errors.inc();
                 let reason = transient::reason(&e);
                 match &trouble {
                     Some(_) => shared.health.still(&reason),
@@ -805,7 +801,7 @@ async fn heartbeat<I: Index>(shared: Arc<Shared<I>>, liveness: Liveness) {
                 }
             }
             Err(e) => {
-                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.redis_errors.inc();
                 tracing::warn!(error = %e, "refreshing the liveness key failed");
             }
         }
@@ -815,7 +811,7 @@ async fn heartbeat<I: Index>(shared: Arc<Shared<I>>, liveness: Liveness) {
 impl<I: Index> Shared<I> {
     /// A call of a batch task failed with a transient error: see [`Health::trouble`].
     fn trouble(&self, reason: &str) -> Trouble {
-        let holding = self.metrics.in_flight.load(Ordering::Relaxed);
+        let holding = self.metrics.in_flight.get();
         self.health.trouble(reason, &self.metrics, holding)
     }
 }
@@ -824,7 +820,7 @@ impl<I: Index> Shared<I> {
 /// from other failed calls.
 fn count_reconnect(metrics: &Metrics, e: &RedisError) {
     if e.is_connection_dropped() || e.is_io_error() || e.is_connection_refusal() {
-        metrics.reconnects.fetch_add(1, Ordering::Relaxed);
+        metrics.reconnects.inc();
     }
 }
 
@@ -971,12 +967,12 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
         match result {
             Ok(r) => {
                 if matches!(r, Resolution::Decided { replayed: true, .. }) {
-                    shared.metrics.replayed.fetch_add(1, Ordering::Relaxed);
+                    shared.metrics.replayed.inc();
                 }
                 return Some(r);
             }
             Err(IndexError::Unavailable { reason: why, .. }) => {
-                shared.metrics.index_retries.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.index_retries.inc();
                 let reason = index_reason(&why);
                 match &trouble {
                     Some(_) => shared.health.still(reason),
@@ -986,7 +982,7 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
                 tokio::time::sleep(backoff.next_delay()).await;
             }
             Err(IndexError::Contention { attempts }) if attempt < 5 => {
-                shared.metrics.index_retries.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.index_retries.inc();
                 attempt += 1;
                 tracing::debug!(attempts, "index contention; retrying");
             }
@@ -1086,7 +1082,6 @@ fn may_interact(a: &IndexEntry, b: &IndexEntry) -> bool {
     meet::may_meet(&a.id, &a.fingerprint, &b.id, &b.fingerprint)
 }
 
-/// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
 /// A batch's turn at the index: wait for the batch read before it to finish its
 /// index calls, then let the next one go. A batch that fails drops `done`, which
 /// also lets the next one go.
@@ -1095,6 +1090,7 @@ struct Turn {
     done: oneshot::Sender<()>,
 }
 
+/// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
 async fn process_batch<I: Index + 'static>(
     shared: Arc<Shared<I>>,
     entries: Vec<RawEntry>,
@@ -1103,10 +1099,7 @@ async fn process_batch<I: Index + 'static>(
 ) -> (u64, u64) {
     let n = entries.len();
     let result = run_batch(&shared, entries, turn).await;
-    shared
-        .metrics
-        .in_flight
-        .fetch_sub(n as i64, Ordering::Relaxed);
+    shared.metrics.in_flight.dec_by(n as i64);
     drop(permits);
     result
 }
@@ -1201,14 +1194,11 @@ async fn finish_batch<I: Index + 'static>(
             shared.metrics.article(verdict, signal);
             if let Some(code) = code {
                 shared.metrics.rejected(code);
-                shared.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.dead_letters.inc();
             }
         } else {
             skipped += 1;
-            shared
-                .metrics
-                .commit_skipped
-                .fetch_add(1, Ordering::Relaxed);
+            shared.metrics.commit_skipped.inc();
         }
     }
     release(shared, entries.iter());
@@ -1231,7 +1221,7 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
                 return flags;
             }
             Err(e) => {
-                shared.metrics.redis_errors.fetch_add(1, Ordering::Relaxed);
+                shared.metrics.redis_errors.inc();
                 count_reconnect(&shared.metrics, &e);
                 if transient::is_transient(&e) {
                     let reason = transient::reason(&e);

@@ -82,7 +82,10 @@ pub async fn connect_redis_index(
                 Ok(()) => return Ok(Some(index)),
                 Err(IndexError::Unavailable { reason: why, .. }) => {
                     tracing::warn!(%why, "Redis index unreachable; retrying");
-                    tokio::time::sleep(backoff.next_delay()).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = shutdown.recv() => return Ok(None),
+                    }
                 }
                 Err(e) => return Err(e),
             },

@@ -60,7 +60,7 @@ impl Progress {
         let rate = done as f64 / secs.max(1e-9);
         let eta = self.total.saturating_sub(done) as f64 / rate.max(1e-9);
         eprintln!(
-            "simdedup bench: {} {done}/{} ({:.0}/s, eta {:.0} s) {note}",
+            "simdedup-bench: {} {done}/{} ({:.0}/s, eta {:.0} s) {note}",
             self.what, self.total, rate, eta
         );
     }

@@ -1,6 +1,6 @@
-//! `simdedup bench`: the scale proof in one command (issue 6).
+//! `simdedup-bench`: the index at scale and the workers end to end, in one command.
 //!
-//! Starts a private `redis-server` ([`crate::redis_server`]) with a memory cap,
+//! Starts a private `redis-server` ([`simdedup::redis_server`]) with a memory cap,
 //! then:
 //!
 //! 1. **empty index, end to end**: for each worker count, an empty database,
@@ -31,12 +31,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::decision::DecisionConfig;
-use crate::index::{Index, IndexError, RedisIndex, RedisIndexOptions};
-use crate::redis_server::{RedisServer, RedisServerError};
 use e2e::{Articles, E2e, WorkerSetup};
 use index::{Checks, Memory};
 use report::Machine;
+use simdedup::decision::DecisionConfig;
+use simdedup::index::{Index, IndexError, RedisIndex, RedisIndexOptions};
+use simdedup::redis_server::{RedisServer, RedisServerError};
 use synthetic::{FingerprintGen, TextGen};
 
 /// Checks run under `MONITOR` before the measured ones, to tell the commands a
@@ -212,7 +212,7 @@ impl BenchOptions {
         if self.bucket_hours.is_some_and(|h| h == 0 || h > 720) {
             return bad("--bucket-hours must be 1 to 720");
         }
-        let sketch = crate::fingerprint::FingerprintConfig::default().signatures;
+        let sketch = simdedup::fingerprint::FingerprintConfig::default().signatures;
         if self.lookup_signatures.is_some_and(|n| n == 0 || n > sketch) {
             return Err(BenchError::Options(format!(
                 "--lookup-signatures must be 1 to {sketch} (the hashes in a sketch)"
@@ -224,7 +224,7 @@ impl BenchOptions {
         if !self.workers.is_empty() && self.e2e_articles == 0 {
             return bad("--e2e-articles must be positive (or --no-e2e)");
         }
-        crate::keys::validate_namespace(&self.namespace).map_err(BenchError::Options)
+        simdedup::keys::validate_namespace(&self.namespace).map_err(BenchError::Options)
     }
 }
 
@@ -615,6 +615,6 @@ fn resident_bytes() -> u64 {
 
 fn note(options: &BenchOptions, line: &str) {
     if options.progress {
-        eprintln!("simdedup bench: {line}");
+        eprintln!("simdedup-bench: {line}");
     }
 }

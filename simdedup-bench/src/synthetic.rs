@@ -4,8 +4,8 @@
 //! Everything is a pure function of `(seed, i)`, so a run is reproducible and
 //! any article can be generated again without keeping it.
 
-use crate::fingerprint::Fingerprint;
-use crate::index::IndexEntry;
+use simdedup::fingerprint::Fingerprint;
+use simdedup::index::IndexEntry;
 
 /// SplitMix64's output function: a good 64-bit mix of `x`.
 pub fn splitmix(x: u64) -> u64 {
@@ -354,9 +354,9 @@ impl TextGen {
 /// The `n` most common Chinese words of 2–4 characters in jieba's IDF table
 /// (lowest IDF first), so that the segmenter finds real dictionary words.
 fn dictionary_words(n: usize) -> Option<Vec<String>> {
-    let table = crate::idf::IdfTable::builtin();
+    let table = simdedup::idf::IdfTable::builtin();
     let mut rows = Vec::new();
-    crate::idf::write_table(&table, &mut rows).ok()?;
+    simdedup::idf::write_table(&table, &mut rows).ok()?;
     // Rows come most telling (highest IDF) first.
     let words: Vec<String> = String::from_utf8_lossy(&rows)
         .lines()
@@ -364,7 +364,7 @@ fn dictionary_words(n: usize) -> Option<Vec<String>> {
         .filter_map(|l| l.split_whitespace().next())
         .filter(|w| {
             let n = w.chars().count();
-            (2..=4).contains(&n) && w.chars().all(crate::tokenize::is_han)
+            (2..=4).contains(&n) && w.chars().all(simdedup::tokenize::is_han)
         })
         .take(n)
         .map(str::to_owned)
@@ -432,7 +432,7 @@ mod tests {
         assert!(counts.values().any(|&n| n >= 20), "a boilerplate hash");
         // A copy keeps most of its original's sketch.
         let (copy, original) = (g.entry(1004).fingerprint, g.entry(3).fingerprint);
-        let shared = crate::decision::shared_count(&copy.signatures, &original.signatures);
+        let shared = simdedup::decision::shared_count(&copy.signatures, &original.signatures);
         assert!(shared >= 4, "{shared} of 12 shared");
     }
 
@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn texts_have_real_words() {
         let g = TextGen::new(1);
-        let fp = crate::settings::Settings::default()
+        let fp = simdedup::settings::Settings::default()
             .fingerprinter()
             .unwrap();
         let words: Vec<u32> = (0..1000)

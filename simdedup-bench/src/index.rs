@@ -14,7 +14,7 @@ use super::info::{is_bench_command, is_script_command, monitor_origins, Info, Or
 use super::progress::Progress;
 use super::synthetic::FingerprintGen;
 use super::BenchError;
-use crate::index::{Index, RedisIndex};
+use simdedup::index::{Index, RedisIndex};
 
 /// Articles per preload pipeline, and pipelines in flight.
 const PRELOAD_CHUNK: u64 = 1000;

@@ -5,7 +5,7 @@
 //! by 30 % between runs minutes apart).
 //!
 //! ```sh
-//! cargo build --release --example commit_profile
+//! cargo build --release -p simdedup-bench --example commit_profile
 //! E=target/release/examples/commit_profile
 //! redis-server --port 7001 --save "" --appendonly no --dir /tmp/cp &
 //! $E fill redis://127.0.0.1:7001 200000 1700000000000    # prints nothing but progress
@@ -16,7 +16,7 @@
 //! redis-cli -p 7001 SHUTDOWN NOSAVE; callgrind_annotate callgrind.out.*
 //! ```
 //!
-//! `fill URL N NOW_MS` preloads articles 0..N of `simdedup bench`'s generator
+//! `fill URL N NOW_MS` preloads articles 0..N of `simdedup-bench`'s generator
 //! (seed 1, spread over the 48 h before NOW_MS) into namespace `bench`;
 //! `check URL N NOW_MS M CONCURRENCY` loads the view, then
 //! checks articles N..N+M through the real path, CONCURRENCY in flight, and
@@ -25,9 +25,9 @@
 //! times are NOW_MS).
 use std::time::{Duration, Instant};
 
-use simdedup::bench::synthetic::FingerprintGen;
 use simdedup::decision::DecisionConfig;
 use simdedup::index::{Index, RedisIndex, RedisIndexOptions};
+use simdedup_bench::synthetic::FingerprintGen;
 
 // The allocator of the `simdedup` binary (src/main.rs), so that the client's
 // CPU per check is the worker's.
@@ -38,7 +38,7 @@ const WINDOW_MS: u64 = 48 * 3_600_000;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> T {
     args.get(i).and_then(|a| a.parse().ok()).unwrap_or_else(|| {
-        panic!("argument {i}: {what} (see the doc comment of examples/commit_profile.rs)")
+        panic!("argument {i}: {what} (see the doc comment of simdedup-bench/examples/commit_profile.rs)")
     })
 }
 

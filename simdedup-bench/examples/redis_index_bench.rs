@@ -9,21 +9,18 @@
 //! commandstats` (EVALSHA usec_per_call, commands run per check) and client-side
 //! latency percentiles.
 //!
-//! cargo run --release --example redis_index_bench -- [N] [concurrency] [bucket_hours] [M] [preload]
+//! cargo run --release -p simdedup-bench --example redis_index_bench -- [N] [concurrency] [bucket_hours] [M] [preload]
 //!
 //! `preload` fills the first N − M articles with `RedisIndex::preload` (pipelined
 //! inserts that skip the check: for 10 M, where checking everything would take
 //! hours on a small machine); without it they go through the real path too.
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
-use simdedup::bench::synthetic::FingerprintGen;
 use simdedup::decision::DecisionConfig;
 use simdedup::index::{Index, IndexEntry, RedisIndex, RedisIndexOptions};
+use simdedup_bench::synthetic::FingerprintGen;
 
-/// Article `i`: the generator of `simdedup bench` (1 in 5 a near-duplicate of
+/// Article `i`: the generator of `simdedup-bench` (1 in 5 a near-duplicate of
 /// article `i - 1001`, spread over the last 48 h), seed 0.
 fn article(i: u64, now: i64) -> IndexEntry {
     FingerprintGen::new(0, now, 48 * 3_600_000).entry(i)
@@ -106,9 +103,10 @@ async fn main() {
         .unwrap_or((n / 10).min(100_000))
         .min(n);
     let preload = args.get(5).is_some_and(|a| a == "preload");
-    // A private server on a free port (the tests' helper: never the shared 6379),
-    // stopped and removed when `server` drops.
-    let server = support::RedisServer::start();
+    // A private server on a free port (never the shared 6379), stopped and
+    // removed when `server` drops.
+    let server = simdedup::redis_server::RedisServer::start()
+        .unwrap_or_else(|e| panic!("this bench starts its own Redis: {e}"));
     let url = server.url();
     let opts = RedisIndexOptions {
         bucket_ms: Some(bucket_h * 3_600_000),
@@ -230,15 +228,15 @@ async fn main() {
     let names = [
         (
             redis::Script::new(concat!(
-                include_str!("../lua/prelude.lua"),
-                include_str!("../lua/commit.lua")
+                include_str!("../../lua/prelude.lua"),
+                include_str!("../../lua/commit.lua")
             )),
             "commit",
         ),
         (
             redis::Script::new(concat!(
-                include_str!("../lua/prelude.lua"),
-                include_str!("../lua/lookup.lua")
+                include_str!("../../lua/prelude.lua"),
+                include_str!("../../lua/lookup.lua")
             )),
             "lookup",
         ),
@@ -305,7 +303,7 @@ async fn main() {
         pct(&lat, 99),
         lat.last().copied().unwrap_or(0)
     );
-    // Memory by key family: `simdedup bench` prints it (src/bench/index.rs,
+    // Memory by key family: `simdedup-bench` prints it (simdedup-bench/src/index.rs,
     // memory_by_family).
     drop(server);
 }

@@ -17,9 +17,9 @@ use super::info::Info;
 use super::synthetic::TextGen;
 use super::worker_metrics::{scrape, Buckets, IndexLatency, INDEX_SECONDS, READ_AHEAD_SECONDS};
 use super::BenchError;
-use crate::keys::Keys;
-use crate::worker::stream::parse_raw_entry;
-use crate::worker::tools::produce;
+use simdedup::keys::Keys;
+use simdedup::worker::stream::parse_raw_entry;
+use simdedup::worker::tools::produce;
 
 /// Where the articles of the end-to-end runs come from.
 #[derive(Debug, Clone)]
@@ -100,7 +100,7 @@ impl Articles {
     /// compare like for like (worker counts, the empty and the filled index);
     /// on a filled index the bench deletes a run's articles after it, so that
     /// the next run meets the same index and no text as a copy of itself
-    /// (`src/bench/mod.rs`, `E2eRuns`).
+    /// (`lib.rs`, `E2eRuns`).
     fn jsonl(&self, run: u64, k: u64) -> Vec<u8> {
         let mut out = Vec::new();
         for j in 0..k {

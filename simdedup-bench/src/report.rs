@@ -1,5 +1,5 @@
-//! The bench's report: the machine, a Markdown table, the targets of issues 3,
-//! 4 and 6 with ✔/✘, and the marked section of `docs/benchmarks.md` it replaces.
+//! The bench's report: the machine, a Markdown table, the design card's targets
+//! with ✔/✘, and the marked section of `docs/benchmarks.md` it replaces.
 
 use std::path::Path;
 
@@ -212,7 +212,6 @@ pub fn checks_line(c: &Checks) -> String {
 /// A target and how the run did against it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
-    pub issue: &'static str,
     pub what: String,
     pub measured: String,
     /// `None`: not measured in this run.
@@ -229,7 +228,6 @@ fn e2e_rate(runs: &[E2e], workers: usize) -> Option<f64> {
         .map(|r| r.articles_per_s)
 }
 
-/// The targets of issues 3, 4 and 6 against `report`.
 /// A filled-index run's rate over an empty-index run's: (steady, whole run).
 fn ratio(filled: &E2e, empty: &E2e) -> (f64, f64) {
     let whole = filled.articles_per_s / empty.articles_per_s.max(1e-9);
@@ -241,13 +239,13 @@ fn ratio(filled: &E2e, empty: &E2e) -> (f64, f64) {
     (steady, whole)
 }
 
+/// The design card's targets against `report`.
 pub fn targets(report: &BenchReport) -> Vec<Target> {
     let mut out = Vec::new();
     let not_run = |n: u64| format!("{} not measured", human(n));
     for (n, limit) in [(1_000_000, 50.0), (10_000_000, 300.0)] {
         let s = size(report, n);
         out.push(Target {
-            issue: "3, 6",
             what: format!("Redis ≤ {limit:.0} µs per check at {}", human(n)),
             measured: s.map_or_else(
                 || not_run(n),
@@ -263,7 +261,6 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
     }
     let s = size(report, 10_000_000);
     out.push(Target {
-        issue: "3, 6",
         what: s.map_or_else(
             || "bench client p99 ≤ 2 ms at 10 M".into(),
             |s| {
@@ -308,7 +305,6 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
         .join(", ");
     out.push(match steady {
         Some((rate, p99)) => Target {
-            issue: "3",
             what: format!(
                 "workers' own index-call p99 ≤ 2 ms at 10 M (a steady feed of {} articles/s)",
                 thousands(rate)
@@ -324,7 +320,6 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
             met: Some(p99 <= 2000.0),
         },
         None => Target {
-            issue: "3",
             what: "workers' own index-call p99 ≤ 2 ms at 10 M (end-to-end runs)".into(),
             measured: if observed.is_empty() {
                 format!("{} (end to end) not measured", human(10_000_000))
@@ -337,7 +332,6 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
     for n in [1_000_000, 10_000_000] {
         let s = size(report, n);
         out.push(Target {
-            issue: "3, 6",
             what: format!("Redis memory ≤ 300 bytes per article at {}", human(n)),
             measured: s.map_or_else(
                 || not_run(n),
@@ -372,7 +366,6 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
         })
         .unwrap_or_default();
     out.push(Target {
-        issue: "6",
         what: "end to end at 10 M ≥ 70 % of the empty index".into(),
         measured: if ratios.is_empty() {
             not_run(10_000_000)
@@ -410,7 +403,6 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
         let Some(runs) = runs else { continue };
         let rate = e2e_rate(runs, 2);
         out.push(Target {
-            issue: "4",
             what: format!("end to end ≥ 5,000 articles/s with 2 workers, {label}"),
             measured: rate.map_or_else(
                 || "2 workers not run".into(),
@@ -593,12 +585,11 @@ pub fn markdown(report: &BenchReport) -> String {
     }
     line("Targets:".into());
     line(String::new());
-    line("| issue | target | measured | |".into());
-    line("|---|---|---|---|".into());
+    line("| target | measured | |".into());
+    line("|---|---|---|".into());
     for t in targets(report) {
         line(format!(
-            "| {} | {} | {} | {} |",
-            t.issue,
+            "| {} | {} | {} |",
             t.what,
             t.measured,
             match t.met {
@@ -655,8 +646,8 @@ pub fn write_docs(path: &Path, report: &BenchReport) -> Result<(), BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::index::{Checks, Memory};
-    use crate::bench::worker_metrics::IndexLatency;
+    use crate::index::{Checks, Memory};
+    use crate::worker_metrics::IndexLatency;
 
     #[test]
     fn formats_dates_in_utc() {
@@ -793,7 +784,7 @@ mod tests {
                 paced: Some(E2e {
                     index_latency: latency(steady_p99),
                     offered_per_s: Some(1000.0),
-                    verdict_latency: Some(crate::bench::e2e::VerdictLatency {
+                    verdict_latency: Some(crate::e2e::VerdictLatency {
                         p50_ms: 1,
                         p99_ms: 3,
                         max_ms: 7,

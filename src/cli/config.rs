@@ -1,0 +1,10 @@
+//! `simdedup config`: the effective configuration, secrets redacted.
+
+use anyhow::Result;
+
+use super::args::RedisCommon;
+
+pub fn run(args: RedisCommon) -> Result<()> {
+    print!("{}", args.settings()?.to_redacted_toml()?);
+    Ok(())
+}

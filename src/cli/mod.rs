@@ -1,0 +1,103 @@
+//! The `simdedup` subcommands. Each file holds one command: its flags (a clap
+//! `Args` struct) and its body (`run`). `src/main.rs` only parses the command
+//! line, sets up tracing and calls `run`.
+//!
+//! Flags that are settings are not copied into [`Settings`](crate::settings::Settings)
+//! field by field: the flag structs serialize to the settings' own keys, and
+//! [`args`] layers them over the file and the environment through `config`.
+
+pub mod args;
+pub mod config;
+pub mod demo;
+pub mod eval;
+pub mod explain;
+pub mod fingerprint;
+pub mod idf;
+pub mod inspect;
+pub mod produce;
+pub mod scan;
+pub mod stats;
+pub mod worker;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::connect::{Conn, ConnectOptions};
+use crate::settings::{with_connection_advice, Settings};
+
+/// The log format on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Log to stderr in `format`, at `default_level` unless `SIMDEDUP_LOG` says
+/// otherwise (an `EnvFilter` directive such as `simdedup=debug`).
+pub fn init_tracing(format: LogFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SIMDEDUP_LOG")
+        .unwrap_or_else(|_| default_level.into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => builder.init(),
+    }
+}
+
+/// `path` for reading, standard input for `None` or `-`; with the file's size
+/// when known (for progress bars).
+pub fn open_input(path: Option<&Path>) -> Result<(Box<dyn BufRead + Send>, Option<u64>)> {
+    match path {
+        Some(p) if p != Path::new("-") => {
+            let f = File::open(p).with_context(|| format!("cannot open {}", p.display()))?;
+            let len = f.metadata().ok().map(|m| m.len());
+            Ok((Box::new(BufReader::with_capacity(1 << 20, f)), len))
+        }
+        _ => Ok((Box::new(BufReader::new(std::io::stdin())), None)),
+    }
+}
+
+/// Milliseconds since the Unix epoch (the default `ts` of articles without one).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The async runtime of the commands that talk to Redis.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// One connection to the settings' Redis (a node, a cluster or the primary
+/// its sentinels name), for a tool's run.
+pub async fn connect(s: &Settings) -> Result<Conn> {
+    let options = ConnectOptions {
+        response_timeout: std::time::Duration::from_millis(s.worker.command_timeout_ms),
+        ..ConnectOptions::default()
+    };
+    Conn::connect(&s.redis_url, &options)
+        .await
+        .map_err(|e| anyhow::anyhow!(with_connection_advice(e)))
+}
+
+/// A `--rate`: a positive number of articles per second.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "'{s}' is not a rate: give articles per second, a number above 0 (e.g. 1000)"
+        )),
+    }
+}
