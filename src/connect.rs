@@ -35,8 +35,8 @@ use redis::{
 };
 
 use crate::index::Topology;
-use crate::transient::is_transient;
 use crate::settings::redact_url;
+use crate::transient::is_transient;
 
 /// Why no connection could be opened.
 #[derive(Debug, thiserror::Error)]

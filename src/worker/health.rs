@@ -134,11 +134,7 @@ mod tests {
         assert!(health.readiness().is_ok());
         let a = health.trouble("OOM", &metrics, 10);
         let b = health.trouble("OOM", &metrics, 10);
-        assert_eq!(
-            metrics.redis_outages.get(),
-            1,
-            "one outage"
-        );
+        assert_eq!(metrics.redis_outages.get(), 1, "one outage");
         assert_eq!(health.readiness(), Err("Redis unavailable: OOM".into()));
         assert_eq!(health.available_for(), None);
         drop(a);

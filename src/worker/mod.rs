@@ -700,9 +700,7 @@ impl<I: Index + 'static> Worker<I> {
                         tracing::info!(consumer = %peer.name, "removed a dead consumer from the group")
                     }
                     Reclaimed::Claimed(claimed) => {
-                        self.metrics
-                            .claimed
-                            .inc_by(claimed.len() as u64);
+                        self.metrics.claimed.inc_by(claimed.len() as u64);
                         tracing::info!(consumer = %peer.name, count = claimed.len(), "took over a dead consumer's pending entries");
                         entries = claimed;
                         break;
