@@ -3,7 +3,8 @@
 //! The crate is layered so each part can be tested and measured alone:
 //!
 //! - **Fingerprinting** (pure, no I/O): [`normalize`] strips markup and folds
-//!   Unicode; [`tokenize`] cuts words (jieba for Chinese, UAX #29 for the rest);
+//!   Unicode; [`tokenize`] cuts words ([`dictionary`]: jieba's dictionary as a
+//!   trie built at compile time, for Chinese; UAX #29 for the rest);
 //!   [`idf`] weighs them ([`hotwords`] caches the common words' IDF and hash);
 //!   [`simhash`] folds them into a 64-bit SimHash;
 //!   [`signature`] hashes the longest sentences and the whole content;
@@ -16,7 +17,10 @@
 //! - **Indexing**: [`index`] defines the [`Index`](index::Index) trait (atomic,
 //!   idempotent check-and-insert, query, delete, get, cluster) and the in-process
 //!   [`EmbeddedIndex`](index::EmbeddedIndex).
-//! - **Redis**: [`keys`] names every Redis key of a namespace.
+//! - **Redis**: [`connect`] opens one connection to a node, a Redis Cluster or
+//!   the primary its sentinels name; [`transient`] says which Redis errors are
+//!   worth waiting out; [`keys`] names every Redis key of a namespace;
+//!   [`version_stamp`] keeps a namespace to one fingerprint version.
 //! - **Running**: [`article`] turns input into articles or specific rejections;
 //!   [`scan`] is the no-Redis JSONL pipeline; [`eval`] scores verdicts against a
 //!   labelled set; [`settings`] loads configuration (file ← env ← flags);
