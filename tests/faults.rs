@@ -139,7 +139,11 @@ impl Worker {
     fn get(&self, path: &str) -> Option<(u16, String)> {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
         let mut body = String::new();
         s.read_to_string(&mut body).ok()?;
         let status = body.split_whitespace().nth(1)?.parse().ok()?;
