@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::info::Info;
 use super::synthetic::TextGen;
-use super::worker_metrics::{scrape, Buckets, IndexLatency, INDEX_SECONDS, READ_AHEAD_SECONDS};
+use super::worker_metrics::{scrape, Buckets, IndexLatency, INDEX_SECONDS};
 use super::BenchError;
 use simdedup::keys::Keys;
 use simdedup::worker::stream::parse_raw_entry;
@@ -308,16 +308,9 @@ impl Workers {
     /// The workers' index-call latency histograms, summed: what they observed.
     /// A worker whose `/metrics` cannot be read is left out, with a warning.
     fn index_latency(&self) -> Option<IndexLatency> {
-        let (mut sum, mut ahead) = (Buckets::default(), Buckets::default());
+        let mut sum = Buckets::default();
         for (child, log, port) in &self.children {
-            let text = scrape(*port);
-            if let Ok(Some(b)) = text
-                .as_deref()
-                .map(|t| Buckets::parse(t, READ_AHEAD_SECONDS))
-            {
-                ahead.add(&b);
-            }
-            match text.map(|text| Buckets::parse(&text, INDEX_SECONDS)) {
+            match scrape(*port).map(|text| Buckets::parse(&text, INDEX_SECONDS)) {
                 Ok(Some(b)) => sum.add(&b),
                 Ok(None) => tracing::warn!(
                     pid = child.id(),
@@ -328,7 +321,7 @@ impl Workers {
                 }
             }
         }
-        IndexLatency::from_buckets(&sum, &ahead)
+        IndexLatency::from_buckets(&sum)
     }
 
     /// SIGTERM (graceful), then SIGKILL after 15 s.

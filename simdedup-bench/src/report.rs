@@ -141,11 +141,8 @@ fn index_latency(r: &E2e) -> String {
     r.index_latency.as_ref().map_or_else(
         || "not read".into(),
         |l| {
-            let ahead = l.read_ahead_p99_us.map_or_else(String::new, |p| {
-                format!(" (read ahead: p99 {:.2} ms)", p / 1000.0)
-            });
             format!(
-                "p50 {:.2} / p99 {:.2} ms{ahead}",
+                "p50 {:.2} / p99 {:.2} ms",
                 l.p50_us / 1000.0,
                 l.p99_us / 1000.0
             )
@@ -283,24 +280,20 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
     let steady = s
         .and_then(|s| s.paced.as_ref())
         .and_then(|r| Some((r.offered_per_s?, r.index_latency.as_ref()?.p99_us)));
-    let observed: Vec<(usize, f64, Option<f64>)> = s
+    let observed: Vec<(usize, f64)> = s
         .map(|s| {
             s.e2e
                 .iter()
                 .filter_map(|r| {
                     let l = r.index_latency.as_ref()?;
-                    Some((r.workers, l.p99_us, l.read_ahead_p99_us))
+                    Some((r.workers, l.p99_us))
                 })
                 .collect()
         })
         .unwrap_or_default();
     let draining = observed
         .iter()
-        .map(|(w, p99, ahead)| {
-            let ahead =
-                ahead.map_or_else(String::new, |a| format!(" (read ahead {:.2})", a / 1000.0));
-            format!("{w} w: {:.2} ms{ahead}", p99 / 1000.0)
-        })
+        .map(|(w, p99)| format!("{w} w: {:.2} ms", p99 / 1000.0))
         .collect::<Vec<_>>()
         .join(", ");
     out.push(match steady {
@@ -326,7 +319,7 @@ pub fn targets(report: &BenchReport) -> Vec<Target> {
             } else {
                 draining
             },
-            met: (!observed.is_empty()).then(|| observed.iter().all(|(_, p, _)| *p <= 2000.0)),
+            met: (!observed.is_empty()).then(|| observed.iter().all(|(_, p)| *p <= 2000.0)),
         },
     });
     for n in [1_000_000, 10_000_000] {
@@ -523,7 +516,7 @@ pub fn markdown(report: &BenchReport) -> String {
         }
     }
     if !rows.is_empty() {
-        line("End to end (articles/s from the first worker's start to the last output; in brackets: excluding start-up; Redis CPU per article; the workers' own index calls, p50 / p99 from their `simdedup_index_seconds` histograms summed, interpolated as Prometheus' `histogram_quantile` — a check read ahead of its turn counts from its turn on, and the p99 of the reads ahead, `simdedup_read_ahead_seconds`, is in brackets):".into());
+        line("End to end (articles/s from the first worker's start to the last output; in brackets: excluding start-up; Redis CPU per article; the workers' own index calls, p50 / p99 from their `simdedup_index_seconds` histograms summed, interpolated as Prometheus' `histogram_quantile`):".into());
         line(String::new());
         let workers: Vec<usize> = rows[0].1.iter().map(|r| r.workers).collect();
         line(format!(
@@ -737,7 +730,6 @@ mod tests {
                         calls: 100,
                         p50_us: 300.0,
                         p99_us,
-                        read_ahead_p99_us: Some(2500.0),
                     }),
                     ..e2e(i + 1, 3000.0)
                 })
@@ -752,12 +744,9 @@ mod tests {
         };
         let (met, measured, md) = observed(&[900.0, 1900.0]);
         assert_eq!(met, Some(true));
-        assert_eq!(
-            measured,
-            "1 w: 0.90 ms (read ahead 2.50), 2 w: 1.90 ms (read ahead 2.50)"
-        );
+        assert_eq!(measured, "1 w: 0.90 ms, 2 w: 1.90 ms");
         assert!(
-            md.contains("3,000 (0), 0 µs, p50 0.30 / p99 0.90 ms (read ahead: p99 2.50 ms) |"),
+            md.contains("3,000 (0), 0 µs, p50 0.30 / p99 0.90 ms |"),
             "{md}"
         );
         assert_eq!(observed(&[900.0, 2100.0]).0, Some(false));
@@ -770,7 +759,6 @@ mod tests {
                 calls: 100,
                 p50_us: 400.0,
                 p99_us,
-                read_ahead_p99_us: None,
             })
         };
         let report = |steady_p99| BenchReport {

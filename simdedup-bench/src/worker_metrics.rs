@@ -17,8 +17,6 @@ use serde::Serialize;
 
 /// The histogram of index-call latency a worker exports.
 pub const INDEX_SECONDS: &str = "simdedup_index_seconds";
-/// The histogram of the reads an ordered worker does ahead of a check's turn.
-pub const READ_AHEAD_SECONDS: &str = "simdedup_read_ahead_seconds";
 
 /// A Prometheus histogram: (upper bound, cumulative count) per bucket, `+Inf`
 /// last, as exported.
@@ -96,21 +94,18 @@ impl Buckets {
 pub struct IndexLatency {
     /// Index calls observed (check-and-insert attempts, deletes, queries).
     pub calls: u64,
-    /// Of the index calls: a check read ahead counts from its turn on.
+    /// Of the index calls.
     pub p50_us: f64,
     pub p99_us: f64,
-    /// p99 of the reads done ahead of a check's turn, if there were any.
-    pub read_ahead_p99_us: Option<f64>,
 }
 
 impl IndexLatency {
-    /// From the summed `simdedup_index_seconds` and `simdedup_read_ahead_seconds`.
-    pub fn from_buckets(calls: &Buckets, read_ahead: &Buckets) -> Option<IndexLatency> {
+    /// From the summed `simdedup_index_seconds`.
+    pub fn from_buckets(calls: &Buckets) -> Option<IndexLatency> {
         Some(IndexLatency {
             calls: calls.count(),
             p50_us: calls.quantile(0.50)? * 1e6,
             p99_us: calls.quantile(0.99)? * 1e6,
-            read_ahead_p99_us: read_ahead.quantile(0.99).map(|s| s * 1e6),
         })
     }
 }
@@ -174,12 +169,9 @@ mod tests {
         sum.add(&Buckets::parse(&text(3, 4), "x").unwrap());
         sum.add(&Buckets::parse(&text(5, 5), "x").unwrap());
         assert_eq!(sum.0, vec![(0.001, 8), (f64::INFINITY, 9)]);
-        let l = IndexLatency::from_buckets(&sum, &Buckets::default()).unwrap();
+        let l = IndexLatency::from_buckets(&sum).unwrap();
         assert_eq!(l.calls, 9);
         assert!(l.p50_us < 1000.0 && l.p99_us == 1000.0, "{l:?}");
-        assert_eq!(l.read_ahead_p99_us, None, "no reads ahead");
-        let l = IndexLatency::from_buckets(&sum, &sum).unwrap();
-        assert_eq!(l.read_ahead_p99_us, Some(1000.0));
-        assert!(IndexLatency::from_buckets(&Buckets::default(), &sum).is_none());
+        assert!(IndexLatency::from_buckets(&Buckets::default()).is_none());
     }
 }

@@ -27,9 +27,10 @@ pub(super) const SYNC_EVERY: std::time::Duration = std::time::Duration::from_mil
 /// How old a copy may be and still serve a check while a sync runs in the
 /// background: a check that finds the copy older than [`SYNC_EVERY`] starts
 /// one and decides at once; only a copy older than this makes it wait. Under
-/// load syncs take a round trip, so no check waits for them (every check
-/// that began while one was under way used to wait for it: a fifth of them at
-/// 14,000 checks/s). What it bounds: another process' deletion reaches this
+/// load syncs take a round trip, so checks do not wait for them: a check that
+/// waited for every sync under way would stall behind one round trip after
+/// another at high rates. A copy a little behind is safe, the commit
+/// validates it. What it bounds: another process' deletion reaches this
 /// one's checks at most this much later (its own deletions, at once).
 pub(super) const MAX_STALENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
