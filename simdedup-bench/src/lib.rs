@@ -450,8 +450,9 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
 /// worker counts, the steady feed. On a filled index a run's articles are
 /// deleted after it ([`forget_run`]): the next run meets the index as the
 /// preload left it, and finds no text it sends already stored (it would be a
-/// copy of itself). A deleted article leaves tombstones in the block sets
-/// (`docs/redis-keys.md`), which a check in the default mode reads and skips.
+/// copy of itself). A deleted article's SimHash stays in its block sets until
+/// its bucket expires (`lua/delete.lua`); the deletion log takes it out of
+/// every worker's view.
 struct E2eRuns<'a> {
     options: &'a BenchOptions,
     setup: &'a WorkerSetup,
