@@ -14,13 +14,12 @@ mod support;
 mod worker_common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use simdedup::keys::Keys;
-use support::free_port;
+use support::{free_port, http_get};
 use worker_common::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -137,17 +136,7 @@ impl Worker {
     }
 
     fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut body = String::new();
-        s.read_to_string(&mut body).ok()?;
-        let status = body.split_whitespace().nth(1)?.parse().ok()?;
-        Some((status, body))
+        http_get(self.port, path)
     }
 
     fn ready(&self) -> bool {

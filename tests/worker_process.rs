@@ -10,12 +10,11 @@ mod support;
 mod worker_common;
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use simdedup::keys::Keys;
-use support::{free_port, RedisServer};
+use support::{free_port, http_get, RedisServer};
 use worker_common::*;
 
 const LIMIT: Duration = Duration::from_secs(180);
@@ -88,20 +87,6 @@ fn spawn_worker_with(
         .spawn()
         .expect("spawn simdedup worker");
     Worker(child)
-}
-
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    let status = body.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body))
 }
 
 fn signal(child: &Child, sig: &str) {

@@ -18,6 +18,25 @@ pub fn free_port() -> u16 {
     simdedup::redis_server::free_port().expect("bind an ephemeral port")
 }
 
+/// `GET path` from a worker's HTTP listener on 127.0.0.1:`port`: the status
+/// and the whole reply, or `None` while nothing answers. The worker keeps
+/// HTTP/1.1 connections open, so the request asks it to close this one: the
+/// reply is read to its end.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).ok()?;
+    let status = reply.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, reply))
+}
+
 impl RedisServer {
     /// Start a standalone server with no persistence.
     pub fn start() -> RedisServer {
