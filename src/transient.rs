@@ -40,11 +40,11 @@ pub fn is_transient(e: &RedisError) -> bool {
 
 /// A short name for the kind of a transient error, for `/readyz` and logs:
 /// the server's code (`OOM`, `LOADING`, ...) or `unreachable`.
-pub fn reason(e: &RedisError) -> String {
-    match e.code() {
-        Some(code) if TRANSIENT_CODES.contains(&code) => code.to_owned(),
-        _ => "unreachable".to_owned(),
-    }
+pub fn reason(e: &RedisError) -> &'static str {
+    TRANSIENT_CODES
+        .into_iter()
+        .find(|c| e.code() == Some(*c))
+        .unwrap_or("unreachable")
 }
 
 /// Delays between attempts of one call: exponential from 25 ms up to a bound,

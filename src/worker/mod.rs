@@ -487,11 +487,10 @@ impl<I: Index + 'static> Worker<I> {
                     if transient::is_transient(&e) {
                         let reason = transient::reason(&e);
                         match &trouble {
-                            Some(_) => self.health.still(&reason),
+                            Some(_) => self.health.still(reason),
                             None => {
                                 let holding = self.metrics.in_flight.get();
-                                trouble =
-                                    Some(self.health.trouble(&reason, &self.metrics, holding));
+                                trouble = Some(self.health.trouble(reason, &self.metrics, holding));
                             }
                         }
                         self.metrics.redis_errors.inc();
@@ -794,8 +793,8 @@ async fn heartbeat<I: Index>(shared: Arc<Shared<I>>, liveness: Liveness) {
                 shared.metrics.redis_errors.inc();
                 let reason = transient::reason(&e);
                 match &trouble {
-                    Some(_) => shared.health.still(&reason),
-                    None => trouble = Some(shared.trouble(&reason)),
+                    Some(_) => shared.health.still(reason),
+                    None => trouble = Some(shared.trouble(reason)),
                 }
             }
             Err(e) => {
@@ -969,9 +968,12 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
                 }
                 return Some(r);
             }
-            Err(IndexError::Unavailable { reason: why, .. }) => {
+            Err(IndexError::Unavailable {
+                reason: why,
+                source,
+            }) => {
                 shared.metrics.index_retries.inc();
-                let reason = index_reason(&why);
+                let reason = source.as_ref().map_or("unreachable", transient::reason);
                 match &trouble {
                     Some(_) => shared.health.still(reason),
                     None => trouble = Some(shared.trouble(reason)),
@@ -990,19 +992,6 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
             }
         }
     }
-}
-
-/// The reason of an unavailable index for `/readyz`: the server's error code
-/// when it gave one (`OOM`, `LOADING`, ...), else `unreachable`.
-fn index_reason(why: &str) -> &'static str {
-    let first = why
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .find(|w| !w.is_empty())
-        .unwrap_or("");
-    transient::TRANSIENT_CODES
-        .into_iter()
-        .find(|c| *c == first)
-        .unwrap_or("unreachable")
 }
 
 /// An ordered batch's index calls: up to `pipeline` at once, each started
@@ -1224,8 +1213,8 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
                 if transient::is_transient(&e) {
                     let reason = transient::reason(&e);
                     match &trouble {
-                        Some(_) => shared.health.still(&reason),
-                        None => trouble = Some(shared.trouble(&reason)),
+                        Some(_) => shared.health.still(reason),
+                        None => trouble = Some(shared.trouble(reason)),
                     }
                     tracing::debug!(error = %e, "commit failed; retrying");
                 } else {
@@ -1277,21 +1266,5 @@ mod tests {
         empty.fingerprint.words = 0;
         assert!(!may_interact(&a, &empty));
         assert!(!may_interact(&empty, &a));
-    }
-
-    #[test]
-    fn an_unavailable_index_reports_the_servers_code() {
-        assert_eq!(
-            index_reason("OOM: command not allowed when used memory > 'maxmemory'"),
-            "OOM"
-        );
-        assert_eq!(
-            index_reason("LOADING Redis is loading the dataset"),
-            "LOADING"
-        );
-        assert_eq!(
-            index_reason("connection refused (os error 111)"),
-            "unreachable"
-        );
     }
 }
