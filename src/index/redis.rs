@@ -24,7 +24,7 @@
 //! Scripts are sent with EVALSHA and reloaded on `NOSCRIPT` by [`redis::Script`].
 
 mod catch_up;
-mod codec;
+pub(crate) mod codec;
 mod commit;
 mod conn;
 mod safety;

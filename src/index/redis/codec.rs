@@ -43,6 +43,21 @@ pub fn encode_fingerprint(fp: &Fingerprint) -> Vec<u8> {
     out
 }
 
+/// What an index files a packed fingerprint under, read in place: its
+/// SimHash, content hash and clause sketch.
+pub(crate) fn packed_keys(bytes: &[u8]) -> Option<(u64, u64, impl Iterator<Item = u32> + '_)> {
+    let (&m, body) = bytes.split_last()?;
+    let end = body
+        .len()
+        .checked_sub(2 * usize::from(m))
+        .filter(|&end| end >= FIXED && (end - FIXED) % 4 == 0)?;
+    let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().expect("8 bytes"));
+    let sketch = body[FIXED..end]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")));
+    Some((u64_at(0), u64_at(8), sketch))
+}
+
 /// Unpack what [`encode_fingerprint`] packed; `words` comes from the meta.
 pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, String> {
     let bad = || format!("packed fingerprint has {} bytes", bytes.len());
