@@ -27,7 +27,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 
-use super::redis::codec::packed_keys;
+use super::redis::codec::{packed_parts, u32s};
 use super::LISTED_PER_HASH;
 use crate::fingerprint::Fingerprint;
 use crate::simhash::{blocks, hamming};
@@ -62,11 +62,12 @@ pub(crate) struct Candidates {
 }
 
 /// The slots of one block value at one position, each with its SimHash's
-/// block at the next position (cyclically).
-#[derive(Debug, Default, Clone)]
-struct BlockList {
-    slots: Vec<u32>,
-    next: Vec<u16>,
+/// block at the next position (cyclically): `[slot low, slot high, block]`,
+/// 6 bytes an entry and one allocation a list.
+type BlockList = Vec<[u16; 3]>;
+
+fn entry_slot(e: &[u16; 3]) -> u32 {
+    u32::from(e[0]) | u32::from(e[1]) << 16
 }
 
 /// The block at the position after `p`.
@@ -147,8 +148,10 @@ impl Rows {
     fn key(&self, slot: u32, key: Key) -> Option<u64> {
         match key {
             Key::Id => self.id(slot).map(id_key),
-            Key::Content => packed_keys(self.row(slot)?.0).map(|k| k.1),
-            Key::Sketch(i) => packed_keys(self.row(slot)?.0)?.2.nth(i).map(u64::from),
+            Key::Content => packed_parts(self.row(slot)?.0).map(|k| k.1),
+            Key::Sketch(i) => u32s(packed_parts(self.row(slot)?.0)?.2)
+                .nth(i)
+                .map(u64::from),
         }
     }
 
@@ -231,7 +234,7 @@ impl Candidates {
         id_len: usize,
         filed: bool,
     ) -> Result<u32, String> {
-        let (simhash, content, sketch) = packed_keys(packed)
+        let (simhash, content, sketch, _) = packed_parts(packed)
             .ok_or_else(|| format!("packed fingerprint of {} bytes", packed.len()))?;
         let packed_len = u16::try_from(packed.len())
             .map_err(|_| format!("packed fingerprint of {} bytes", packed.len()))?;
@@ -271,18 +274,17 @@ impl Candidates {
             return Ok(slot);
         }
         if self.blocks.is_empty() {
-            self.blocks = vec![BlockList::default(); 4 * BLOCK_VALUES];
+            self.blocks = vec![BlockList::new(); 4 * BLOCK_VALUES];
         }
         for (p, b) in blocks(simhash).into_iter().enumerate() {
             let list = &mut self.blocks[p * BLOCK_VALUES + usize::from(b)];
-            list.slots.push(slot);
-            list.next.push(next_block(simhash, p));
+            list.push([slot as u16, (slot >> 16) as u16, next_block(simhash, p)]);
         }
         // The first LISTED_PER_HASH articles of a hash only.
         if listed(&self.content, &self.rows, Key::Content, content).count() < LISTED_PER_HASH {
             file(&mut self.content, &self.rows, Key::Content, content, slot);
         }
-        for (i, s) in sketch.take(self.lookup).enumerate() {
+        for (i, s) in u32s(sketch).take(self.lookup).enumerate() {
             if self.sketch.len() <= i {
                 self.sketch.push(HashTable::new());
             }
@@ -315,20 +317,19 @@ impl Candidates {
         };
         let len = HEAD + packed.len() + tail.len();
         let id = id_key(&tail[tail.len() - id_len..]);
-        if let Some((simhash, content, sketch)) = packed_keys(packed) {
+        if let Some((simhash, content, sketch, _)) = packed_parts(packed) {
             for (p, b) in blocks(simhash).into_iter().enumerate() {
                 if let Some(list) = self.blocks.get_mut(p * BLOCK_VALUES + usize::from(b)) {
-                    if let Some(at) = list.slots.iter().position(|&s| s == slot) {
-                        list.slots.remove(at);
-                        list.next.remove(at);
+                    if let Some(at) = list.iter().position(|e| entry_slot(e) == slot) {
+                        list.remove(at);
                     }
-                    if list.slots.is_empty() {
-                        *list = BlockList::default();
+                    if list.is_empty() {
+                        *list = BlockList::new();
                     }
                 }
             }
             unfile(&mut self.content, content, slot);
-            for (i, s) in sketch.take(self.sketch.len()).enumerate() {
+            for (i, s) in u32s(sketch).take(self.sketch.len()).enumerate() {
                 unfile(&mut self.sketch[i], u64::from(s), slot);
             }
         }
@@ -351,6 +352,11 @@ impl Candidates {
         self.rows.row(slot).map(|(packed, tail, _)| (packed, tail))
     }
 
+    /// The id of the article in `slot`.
+    pub(crate) fn id(&self, slot: u32) -> Option<&str> {
+        std::str::from_utf8(self.rows.id(slot)?).ok()
+    }
+
     /// The slot of the article with id `id`.
     pub(crate) fn find_id(&self, id: &str) -> Option<u32> {
         self.find_id_bytes(id.as_bytes())
@@ -366,7 +372,7 @@ impl Candidates {
     pub(crate) fn has_block(&self, p: usize, value: u16) -> bool {
         self.blocks
             .get(p * BLOCK_VALUES + usize::from(value))
-            .is_some_and(|l| !l.slots.is_empty())
+            .is_some_and(|l| !l.is_empty())
     }
 
     /// The candidates of `fp` (not empty): the articles whose SimHash shares
@@ -378,12 +384,12 @@ impl Candidates {
             for (p, b) in blocks(fp.simhash).into_iter().enumerate() {
                 let list = &self.blocks[p * BLOCK_VALUES + usize::from(b)];
                 let next = next_block(fp.simhash, p);
-                found.examined += list.slots.len();
-                for (&s, &n) in list.slots.iter().zip(&list.next) {
-                    if (n ^ next).count_ones() <= max_distance
-                        && hamming(self.rows.simhash(s), fp.simhash) <= max_distance
+                found.examined += list.len();
+                for e in list {
+                    if (e[2] ^ next).count_ones() <= max_distance
+                        && hamming(self.rows.simhash(entry_slot(e)), fp.simhash) <= max_distance
                     {
-                        found.slots.push(s);
+                        found.slots.push(entry_slot(e));
                     }
                 }
             }

@@ -8,7 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::candidates::Candidates;
-use super::redis::codec::{decode_fingerprint, decode_meta, encode_fingerprint, encode_meta, Meta};
+use super::redis::codec::{
+    decode_fingerprint, decode_meta, encode_fingerprint, encode_meta, packed_parts, u16s, u32s,
+    Meta,
+};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
@@ -204,15 +207,42 @@ impl State {
         // the sketch lists or not at all, in both.
         let found = self.articles.find(fp, cfg.max_distance);
         let examined = u32::try_from(found.examined).unwrap_or(u32::MAX);
-        let rows: Vec<Row> = found.slots.iter().filter_map(|&s| self.row(s)).collect();
-        let candidates = rows.iter().map(|r| CandidateView {
-            id: &r.meta.id,
-            simhash: r.fingerprint.simhash,
-            content: r.fingerprint.content,
-            signatures: &r.fingerprint.signatures,
-            numbers: &r.fingerprint.numbers,
-            ts_ms: r.ts_ms,
-        });
+        // The candidates' sketches side by side in two arrays: no allocation
+        // per candidate.
+        let (mut signatures, mut numbers) = (Vec::new(), Vec::new());
+        let mut parts = Vec::with_capacity(found.slots.len());
+        for &slot in &found.slots {
+            let Some((packed, tail)) = self.articles.row(slot) else {
+                continue;
+            };
+            let (id, Some((simhash, content, sketch, nums))) =
+                (self.articles.id(slot), packed_parts(packed))
+            else {
+                continue;
+            };
+            let ts_ms = i64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+            let (s, n) = (signatures.len(), numbers.len());
+            signatures.extend(u32s(sketch));
+            numbers.extend(u16s(nums));
+            parts.push((
+                id,
+                simhash,
+                content,
+                s..signatures.len(),
+                n..numbers.len(),
+                ts_ms,
+            ));
+        }
+        let candidates = parts
+            .iter()
+            .map(|(id, simhash, content, s, n, ts_ms)| CandidateView {
+                id: id.unwrap_or_default(),
+                simhash: *simhash,
+                content: *content,
+                signatures: &signatures[s.clone()],
+                numbers: &numbers[n.clone()],
+                ts_ms: *ts_ms,
+            });
         let verdict = match decide(fp, entry.ts_ms, candidates, cfg) {
             None => Verdict::Unique,
             Some(m) => {
