@@ -7,38 +7,35 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use super::{
-    Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict, LISTED_PER_HASH,
+use super::candidates::Candidates;
+use super::redis::codec::{
+    decode_fingerprint, decode_meta, encode_fingerprint, encode_meta, packed_parts, u16s, u32s,
+    Meta,
 };
+use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
-use crate::simhash::{blocks, hamming};
 
 /// Expired articles are dropped a bucket at a time.
 const BUCKET_MS: i64 = 3600 * 1000;
 
 #[derive(Debug)]
-struct Row {
-    id: Box<str>,
-    ts_ms: i64,
-    fingerprint: Fingerprint,
-    verdict: Verdict,
-    /// Ids of duplicates linked to this article (when it is a cluster root).
-    duplicates: Vec<Box<str>>,
-}
-
-#[derive(Debug, Default)]
 struct State {
-    rows: Vec<Option<Row>>,
-    free: Vec<u32>,
-    by_id: HashMap<Box<str>, u32>,
-    blocks: [HashMap<u16, Vec<u32>>; 4],
-    content: HashMap<u64, Vec<u32>>,
-    signatures: HashMap<u32, Vec<u32>>,
+    /// Rows: the event time (i64 LE), then the meta ([`encode_meta`], its
+    /// time offset 0).
+    articles: Candidates,
+    /// The duplicates linked to each cluster root that has any, by slot.
+    duplicates: HashMap<u32, Vec<u32>>,
     by_bucket: BTreeMap<i64, Vec<u32>>,
     newest_ms: Option<i64>,
-    /// How many of each sketch's smallest hashes are indexed.
-    lookup_signatures: usize,
+}
+
+/// An article as its row holds it.
+struct Row {
+    slot: u32,
+    ts_ms: i64,
+    meta: Meta,
+    fingerprint: Fingerprint,
 }
 
 /// An [`Index`] held in memory.
@@ -52,8 +49,10 @@ impl EmbeddedIndex {
     pub fn new(config: DecisionConfig) -> Self {
         Self {
             state: Mutex::new(State {
-                lookup_signatures: config.lookup_signatures,
-                ..State::default()
+                articles: Candidates::new(config.lookup_signatures, true),
+                duplicates: HashMap::new(),
+                by_bucket: BTreeMap::new(),
+                newest_ms: None,
             }),
             config,
         }
@@ -65,7 +64,7 @@ impl EmbeddedIndex {
 
     /// Number of articles held.
     pub fn len(&self) -> usize {
-        self.lock().by_id.len()
+        self.lock().articles.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -110,38 +109,41 @@ impl EmbeddedIndex {
 
     pub fn delete_now(&self, id: &str) -> bool {
         let mut state = self.lock();
-        match state.by_id.get(id).copied() {
-            Some(slot) => {
-                state.remove(slot);
-                true
-            }
+        match state.articles.find_id(id) {
+            Some(slot) => state.remove(slot),
             None => false,
         }
     }
 
     pub fn get_now(&self, id: &str) -> Option<StoredArticle> {
-        let state = self.lock();
-        let row = state.live_row(id, &self.config)?;
+        let row = self.lock().live_row(id, &self.config)?;
         Some(StoredArticle {
-            id: row.id.to_string(),
+            id: row.meta.id,
             ts_ms: row.ts_ms,
-            fingerprint: row.fingerprint.clone(),
-            verdict: row.verdict.clone(),
+            fingerprint: row.fingerprint,
+            verdict: row.meta.verdict,
         })
     }
 
     pub fn cluster_now(&self, id: &str) -> Option<Cluster> {
         let state = self.lock();
         let row = state.live_row(id, &self.config)?;
-        let root = match &row.verdict {
-            Verdict::Unique => row.id.to_string(),
-            Verdict::Duplicate(d) => d.dup_of.clone(),
+        let root = match row.meta.verdict {
+            Verdict::Unique => row.meta.id.clone(),
+            Verdict::Duplicate(d) => d.dup_of,
         };
         let mut duplicates: Vec<String> = match state.live_row(&root, &self.config) {
-            Some(root_row) => root_row.duplicates.iter().map(|d| d.to_string()).collect(),
+            Some(root_row) => state
+                .duplicates
+                .get(&root_row.slot)
+                .into_iter()
+                .flatten()
+                .filter_map(|&s| state.row(s))
+                .map(|r| r.meta.id)
+                .collect(),
             // The root was deleted or expired: the duplicates still known are those
             // whose verdict names it; only this one is at hand without a scan.
-            None => vec![row.id.to_string()],
+            None => vec![row.meta.id],
         };
         duplicates.retain(|d| state.live_row(d, &self.config).is_some());
         duplicates.sort();
@@ -166,20 +168,29 @@ impl State {
         }
     }
 
-    fn is_live(&self, row: &Row, cfg: &DecisionConfig) -> bool {
-        self.newest_ms
-            .is_none_or(|n| row.ts_ms >= n.saturating_sub(cfg.window_ms as i64))
+    fn row(&self, slot: u32) -> Option<Row> {
+        let (packed, tail) = self.articles.row(slot)?;
+        let (ts, meta) = tail.split_at(8);
+        let meta = decode_meta(meta).ok()?;
+        Some(Row {
+            slot,
+            ts_ms: i64::from_le_bytes(ts.try_into().ok()?),
+            fingerprint: decode_fingerprint(packed, meta.words).ok()?,
+            meta,
+        })
     }
 
-    fn live_row(&self, id: &str, cfg: &DecisionConfig) -> Option<&Row> {
-        let slot = *self.by_id.get(id)?;
-        let row = self.rows[slot as usize].as_ref()?;
-        self.is_live(row, cfg).then_some(row)
+    fn live_row(&self, id: &str, cfg: &DecisionConfig) -> Option<Row> {
+        let row = self.row(self.articles.find_id(id)?)?;
+        let live = self
+            .newest_ms
+            .is_none_or(|n| row.ts_ms >= n.saturating_sub(cfg.window_ms as i64));
+        live.then_some(row)
     }
 
     fn replay(&self, id: &str, cfg: &DecisionConfig) -> Option<Outcome> {
         self.live_row(id, cfg).map(|row| Outcome {
-            verdict: row.verdict.clone(),
+            verdict: row.meta.verdict,
             replayed: true,
             examined: 0,
         })
@@ -191,51 +202,55 @@ impl State {
         if fp.is_empty() {
             return (Verdict::Unique, 0);
         }
-        let mut slots: Vec<u32> = Vec::new();
-        let mut examined = 0usize;
         // Block neighbours are candidates only within `max_distance`, as in the
-        // Redis index (which resolves only those members to articles): a
-        // farther one that shares sketch hashes is found through the sketch
-        // index or not at all, in both.
-        for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-            for &slot in self.blocks[i].get(&block).into_iter().flatten() {
-                examined += 1;
-                let near = self.rows[slot as usize].as_ref().is_some_and(|r| {
-                    hamming(r.fingerprint.simhash, fp.simhash) <= cfg.max_distance
-                });
-                if near {
-                    slots.push(slot);
-                }
-            }
+        // Redis index: a farther one that shares sketch hashes is found through
+        // the sketch lists or not at all, in both.
+        let found = self.articles.find(fp, cfg.max_distance);
+        let examined = u32::try_from(found.examined).unwrap_or(u32::MAX);
+        // The candidates' sketches side by side in two arrays: no allocation
+        // per candidate.
+        let (mut signatures, mut numbers) = (Vec::new(), Vec::new());
+        let mut parts = Vec::with_capacity(found.slots.len());
+        for &slot in &found.slots {
+            let Some((packed, tail)) = self.articles.row(slot) else {
+                continue;
+            };
+            let (id, Some((simhash, content, sketch, nums))) =
+                (self.articles.id(slot), packed_parts(packed))
+            else {
+                continue;
+            };
+            let ts_ms = i64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
+            let (s, n) = (signatures.len(), numbers.len());
+            signatures.extend(u32s(sketch));
+            numbers.extend(u16s(nums));
+            parts.push((
+                id,
+                simhash,
+                content,
+                s..signatures.len(),
+                n..numbers.len(),
+                ts_ms,
+            ));
         }
-        let listed = slots.len();
-        slots.extend(self.content.get(&fp.content).into_iter().flatten());
-        for s in fp.lookup_signatures(cfg.lookup_signatures) {
-            slots.extend(self.signatures.get(s).into_iter().flatten());
-        }
-        examined += slots.len() - listed;
-        let examined = u32::try_from(examined).unwrap_or(u32::MAX);
-        slots.sort_unstable();
-        slots.dedup();
-        let candidates = slots
+        let candidates = parts
             .iter()
-            .filter_map(|&s| self.rows[s as usize].as_ref())
-            .map(|r| CandidateView {
-                id: &r.id,
-                simhash: r.fingerprint.simhash,
-                content: r.fingerprint.content,
-                signatures: &r.fingerprint.signatures,
-                numbers: &r.fingerprint.numbers,
-                ts_ms: r.ts_ms,
+            .map(|(id, simhash, content, s, n, ts_ms)| CandidateView {
+                id: id.unwrap_or_default(),
+                simhash: *simhash,
+                content: *content,
+                signatures: &signatures[s.clone()],
+                numbers: &numbers[n.clone()],
+                ts_ms: *ts_ms,
             });
         let verdict = match decide(fp, entry.ts_ms, candidates, cfg) {
             None => Verdict::Unique,
             Some(m) => {
                 let root = self
-                    .by_id
-                    .get(m.id.as_str())
-                    .and_then(|&s| self.rows[s as usize].as_ref())
-                    .and_then(|r| r.verdict.duplicate().map(|d| d.dup_of.clone()));
+                    .articles
+                    .find_id(&m.id)
+                    .and_then(|s| self.row(s))
+                    .and_then(|r| r.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
                 Verdict::from_match(m, root.as_deref())
             }
         };
@@ -243,85 +258,49 @@ impl State {
     }
 
     fn insert(&mut self, entry: &IndexEntry, verdict: Verdict) {
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.rows.push(None);
-                (self.rows.len() - 1) as u32
-            }
-        };
         let fp = &entry.fingerprint;
-        if !fp.is_empty() {
-            for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-                self.blocks[i].entry(block).or_default().push(slot);
-            }
-            // The first LISTED_PER_HASH articles of a hash only, as in Redis.
-            let list = |v: &mut Vec<u32>| {
-                if v.len() < LISTED_PER_HASH {
-                    v.push(slot);
-                }
-            };
-            list(self.content.entry(fp.content).or_default());
-            for s in fp.lookup_signatures(self.lookup_signatures) {
-                list(self.signatures.entry(*s).or_default());
-            }
-        }
-        if let Verdict::Duplicate(d) = &verdict {
-            if let Some(&root) = self.by_id.get(d.dup_of.as_str()) {
-                if let Some(root_row) = self.rows[root as usize].as_mut() {
-                    root_row.duplicates.push(entry.id.as_str().into());
-                }
-            }
+        let mut tail = entry.ts_ms.to_le_bytes().to_vec();
+        tail.extend_from_slice(encode_meta(&entry.id, &verdict, 0, fp.words).as_bytes());
+        let root = verdict
+            .duplicate()
+            .and_then(|d| self.articles.find_id(&d.dup_of));
+        let slot = self
+            .articles
+            .insert(
+                &encode_fingerprint(fp),
+                &tail,
+                entry.id.len(),
+                !fp.is_empty(),
+            )
+            .expect("an article of an id of at most MAX_ID_BYTES fits a row");
+        if let Some(root) = root {
+            self.duplicates.entry(root).or_default().push(slot);
         }
         self.by_bucket
             .entry(entry.ts_ms.div_euclid(BUCKET_MS) * BUCKET_MS)
             .or_default()
             .push(slot);
-        self.by_id.insert(entry.id.as_str().into(), slot);
-        self.rows[slot as usize] = Some(Row {
-            id: entry.id.as_str().into(),
-            ts_ms: entry.ts_ms,
-            fingerprint: entry.fingerprint.clone(),
-            verdict,
-            duplicates: Vec::new(),
-        });
     }
 
-    fn remove(&mut self, slot: u32) {
-        let Some(row) = self.rows[slot as usize].take() else {
-            return;
+    fn remove(&mut self, slot: u32) -> bool {
+        let Some(row) = self.row(slot) else {
+            return false;
         };
-        fn unlink<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<u32>>, key: K, slot: u32) {
-            if let Some(v) = map.get_mut(&key) {
-                v.retain(|&s| s != slot);
-                if v.is_empty() {
-                    map.remove(&key);
-                }
-            }
-        }
-        let fp = &row.fingerprint;
-        for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-            unlink(&mut self.blocks[i], block, slot);
-        }
-        unlink(&mut self.content, fp.content, slot);
-        for s in fp.lookup_signatures(self.lookup_signatures) {
-            unlink(&mut self.signatures, *s, slot);
-        }
         if let Some(v) = self
             .by_bucket
             .get_mut(&(row.ts_ms.div_euclid(BUCKET_MS) * BUCKET_MS))
         {
             v.retain(|&s| s != slot);
         }
-        if let Verdict::Duplicate(d) = &row.verdict {
-            if let Some(&root) = self.by_id.get(d.dup_of.as_str()) {
-                if let Some(root_row) = self.rows[root as usize].as_mut() {
-                    root_row.duplicates.retain(|x| **x != *row.id);
+        self.duplicates.remove(&slot);
+        if let Verdict::Duplicate(d) = &row.meta.verdict {
+            if let Some(root) = self.articles.find_id(&d.dup_of) {
+                if let Some(dups) = self.duplicates.get_mut(&root) {
+                    dups.retain(|&s| s != slot);
                 }
             }
         }
-        self.by_id.remove(&row.id);
-        self.free.push(slot);
+        self.articles.remove(slot)
     }
 }
 

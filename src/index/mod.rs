@@ -6,11 +6,13 @@
 //! - [`EmbeddedIndex`]: in-process, for `simdedup scan`, tests and single-node use;
 //! - the Redis index (Lua check-and-insert), shared by any number of workers.
 //!
-//! Both find candidates the same way, through the keys of [`meet`] (the four
-//! 16-bit SimHash blocks, the content hash, the lookup sketch hashes), keep
-//! only those inside the retention window, and let
+//! Both find candidates in the same compact in-memory index ([`candidates`]),
+//! through the keys of [`meet`] (the four 16-bit SimHash blocks, the content
+//! hash, the lookup sketch hashes), keep only those inside the retention
+//! window, and let
 //! [`decide`](crate::decision::decide) choose.
 
+mod candidates;
 mod embedded;
 pub mod meet;
 pub mod redis;

@@ -7,7 +7,7 @@
 //! `safety.rs` holds what is checked at connect.
 
 mod catch_up;
-mod codec;
+pub(crate) mod codec;
 mod commit;
 mod conn;
 mod safety;

@@ -43,24 +43,41 @@ pub fn encode_fingerprint(fp: &Fingerprint) -> Vec<u8> {
     out
 }
 
-/// Unpack what [`encode_fingerprint`] packed; `words` comes from the meta.
-pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, String> {
-    let bad = || format!("packed fingerprint has {} bytes", bytes.len());
-    let (&m, body) = bytes.split_last().ok_or_else(bad)?;
-    let sketch_end = body
+/// A packed fingerprint's parts, read in place: SimHash, content hash, and the
+/// bytes of the clause sketch (u32 LE each) and of the number sketch (u16 LE
+/// each).
+pub(crate) fn packed_parts(bytes: &[u8]) -> Option<(u64, u64, &[u8], &[u8])> {
+    let (&m, body) = bytes.split_last()?;
+    let end = body
         .len()
         .checked_sub(2 * usize::from(m))
-        .filter(|&end| end >= FIXED && (end - FIXED) % 4 == 0)
-        .ok_or_else(bad)?;
+        .filter(|&end| end >= FIXED && (end - FIXED) % 4 == 0)?;
     let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().expect("8 bytes"));
-    let u32_at = |i: usize| u32::from_le_bytes(body[i..i + 4].try_into().expect("4 bytes"));
-    let u16_at = |i: usize| u16::from_le_bytes(body[i..i + 2].try_into().expect("2 bytes"));
+    Some((u64_at(0), u64_at(8), &body[FIXED..end], &body[end..]))
+}
+
+pub(crate) fn u32s(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+}
+
+pub(crate) fn u16s(bytes: &[u8]) -> impl Iterator<Item = u16> + '_ {
+    bytes
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes(c.try_into().expect("2 bytes")))
+}
+
+/// Unpack what [`encode_fingerprint`] packed; `words` comes from the meta.
+pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, String> {
+    let (simhash, content, sketch, numbers) = packed_parts(bytes)
+        .ok_or_else(|| format!("packed fingerprint has {} bytes", bytes.len()))?;
     Ok(Fingerprint {
-        simhash: u64_at(0),
-        content: u64_at(8),
+        simhash,
+        content,
         words,
-        signatures: (FIXED..sketch_end).step_by(4).map(u32_at).collect(),
-        numbers: (sketch_end..body.len()).step_by(2).map(u16_at).collect(),
+        signatures: u32s(sketch).collect(),
+        numbers: u16s(numbers).collect(),
     })
 }
 

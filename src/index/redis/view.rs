@@ -2,8 +2,8 @@
 //! its checks find their candidates.
 //!
 //! A worker keeps every live article's packed fingerprint and meta (what
-//! `f:` and `m:` hold) and finds candidates in memory, exactly as the
-//! embedded index does, through the keys of [`crate::index::meet`]; Redis
+//! `f:` and `m:` hold), one [`Candidates`] per live bucket, and finds
+//! candidates there as the embedded index does; Redis
 //! only tells it what is new (the bucket counters, then the `f:`/`m:` entries
 //! of the new handles: `catch_up.rs`) and runs the commit, which validates the
 //! decision against everything inserted since the view's counters. The view
@@ -18,9 +18,9 @@ use super::codec::{decode_fingerprint, decode_meta};
 use super::Cand;
 use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
-use crate::index::LISTED_PER_HASH;
-use crate::keys::{id_hash, POSITIONAL_BLOCK_BITS};
-use crate::simhash::{blocks, hamming};
+use crate::index::candidates::Candidates;
+use crate::keys::POSITIONAL_BLOCK_BITS;
+use crate::simhash::blocks;
 
 /// The copies of the live buckets, and how far the deletion log was read.
 #[derive(Debug, Default)]
@@ -40,155 +40,13 @@ pub(crate) struct View {
 /// A stored article as `f:` and `m:` hold it: packed fingerprint, meta.
 pub(crate) type Record = (Vec<u8>, Vec<u8>);
 
-/// One bucket's articles, handles `1..=synced`.
-#[derive(Debug, Default)]
+/// One bucket's articles, handles `1..=synced`: handle `h` in slot `h - 1`
+/// of a candidate index whose rows are the packed fingerprint and the meta.
+#[derive(Debug)]
 pub(crate) struct BucketCopy {
     pub(crate) start: i64,
     pub(crate) synced: u64,
-    /// Handle `h` at `h - 1`: `[packed length][packed fingerprint][meta]`,
-    /// `None` for a deleted article (or one deleted before it was copied).
-    rows: Vec<Option<Box<[u8]>>>,
-    blocks: [HashMap<u16, BlockList>; 4],
-    content: Lists<u64>,
-    signatures: Lists<u32>,
-    ids: HashMap<u64, u32>,
-    /// Ids whose [`id_hash`] another id of the bucket already has (rare).
-    id_clashes: HashMap<Box<str>, u32>,
-}
-
-/// The articles of a bucket that share one 16-bit block value: handles and
-/// SimHashes side by side, so that a check measures distances on one
-/// contiguous array instead of visiting each candidate's row (two cache
-/// misses per candidate, ~600 candidates per check at 10 M articles).
-#[derive(Debug, Default)]
-struct BlockList {
-    handles: Vec<u32>,
-    simhashes: Vec<u64>,
-}
-
-impl BlockList {
-    fn push(&mut self, handle: u32, simhash: u64) {
-        self.handles.push(handle);
-        self.simhashes.push(simhash);
-    }
-
-    /// Appends to `out` the handles whose SimHash is within `max` bits of
-    /// `simhash`. Only the SimHashes are read (a handle only on a match): the
-    /// scan touches one array, whose cache misses are most of a check's CPU
-    /// at 10 M articles.
-    fn within(&self, simhash: u64, max: u32, out: &mut Vec<u32>) {
-        for (at, &other) in self.simhashes.iter().enumerate() {
-            if hamming(other, simhash) <= max {
-                out.push(self.handles[at]);
-            }
-        }
-    }
-
-    /// Removes `handle`; whether the list is empty now.
-    fn remove(&mut self, handle: u32) -> bool {
-        if let Some(at) = self.handles.iter().position(|&h| h == handle) {
-            self.handles.swap_remove(at);
-            self.simhashes.swap_remove(at);
-        }
-        self.handles.is_empty()
-    }
-}
-
-/// Asks the CPU to start loading the cache line at `p`: a hint, which never
-/// faults, whatever the address.
-#[inline]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 (SSE, present on every x86_64) reads nothing into
-    // the program and raises no fault for any address.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// Handle lists of at most [`LISTED_PER_HASH`] articles per hash, compact for
-/// the usual case of a hash only one article has.
-#[derive(Debug)]
-struct Lists<K> {
-    first: HashMap<K, u32>,
-    more: HashMap<K, Vec<u32>>,
-}
-
-/// The handles a [`Lists`] holds for one hash.
-#[derive(Debug, Clone, Copy)]
-struct Listed<'a> {
-    first: Option<u32>,
-    more: &'a [u32],
-}
-
-impl<'a> Listed<'a> {
-    fn handles(self) -> impl Iterator<Item = u32> + 'a {
-        self.first.into_iter().chain(self.more.iter().copied())
-    }
-
-    fn is_full(self) -> bool {
-        usize::from(self.first.is_some()) + self.more.len() >= LISTED_PER_HASH
-    }
-}
-
-/// What a probed bucket holds for one fingerprint: its four block lists, the
-/// content hash's list, each lookup sketch hash's list.
-struct Lookup<'a> {
-    blocks: [Option<&'a BlockList>; 4],
-    content: Listed<'a>,
-    sketch: Vec<Listed<'a>>,
-}
-
-impl<K> Default for Lists<K> {
-    fn default() -> Self {
-        Lists {
-            first: HashMap::new(),
-            more: HashMap::new(),
-        }
-    }
-}
-
-impl<K: std::hash::Hash + Eq + Copy> Lists<K> {
-    fn push(&mut self, key: K, handle: u32) {
-        if let std::collections::hash_map::Entry::Vacant(e) = self.first.entry(key) {
-            e.insert(handle);
-            return;
-        }
-        let more = self.more.entry(key).or_default();
-        if more.len() + 1 < LISTED_PER_HASH {
-            more.push(handle);
-        }
-    }
-
-    fn get(&self, key: &K) -> Listed<'_> {
-        Listed {
-            first: self.first.get(key).copied(),
-            more: self.more.get(key).map_or(&[], Vec::as_slice),
-        }
-    }
-
-    fn remove(&mut self, key: K, handle: u32) {
-        let more = self.more.get_mut(&key);
-        if self.first.get(&key) == Some(&handle) {
-            match more.filter(|m| !m.is_empty()) {
-                Some(m) => {
-                    let next = m.remove(0);
-                    self.first.insert(key, next);
-                }
-                None => {
-                    self.first.remove(&key);
-                }
-            }
-        } else if let Some(m) = more {
-            m.retain(|&h| h != handle);
-        }
-        if self.more.get(&key).is_some_and(Vec::is_empty) {
-            self.more.remove(&key);
-        }
-    }
+    articles: Candidates,
 }
 
 /// What a check needs of one live bucket besides its candidates.
@@ -225,17 +83,20 @@ impl View {
         self.forgotten
             .retain(|(label, _)| live.iter().any(|(l, _, _)| l == label));
         let mut wanted = Vec::new();
+        let lookup = self.lookup_signatures;
         for (label, start, n) in live {
-            let copy = self.buckets.entry(label.clone()).or_default();
+            let copy = self
+                .buckets
+                .entry(label.clone())
+                .or_insert_with(|| BucketCopy::new(*start, lookup));
             // A counter behind the copy is no restart (a bucket never starts
             // again under its label: commit.lua stores nothing past its
             // retention): this process filed its own inserts after the counter
             // was read.
             if copy.start != *start {
-                *copy = BucketCopy::default();
+                *copy = BucketCopy::new(*start, lookup);
                 self.own.remove(label);
             }
-            copy.start = *start;
             if *n > copy.synced {
                 wanted.push((label.clone(), copy.synced + 1, *n));
             }
@@ -253,7 +114,6 @@ impl View {
         from: u64,
         records: Vec<Option<Record>>,
     ) -> Result<(), String> {
-        let lookup = self.lookup_signatures;
         let Some(copy) = self.buckets.get_mut(label) else {
             return Ok(());
         };
@@ -265,7 +125,7 @@ impl View {
                 break;
             }
             let record = record.filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
-            copy.file(handle, record, lookup)?;
+            copy.file(handle, record)?;
         }
         self.file_own(label)
     }
@@ -295,7 +155,6 @@ impl View {
 
     /// File the own inserts of `label` that are next, drop those filed since.
     fn file_own(&mut self, label: &str) -> Result<(), String> {
-        let lookup = self.lookup_signatures;
         let (Some(copy), Some(own)) = (self.buckets.get_mut(label), self.own.get_mut(label)) else {
             return Ok(());
         };
@@ -310,7 +169,7 @@ impl View {
             }
             let record = Some(entry.remove())
                 .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
-            copy.file(handle, record, lookup)?;
+            copy.file(handle, record)?;
         }
         if own.is_empty() {
             self.own.remove(label);
@@ -321,12 +180,11 @@ impl View {
     /// The article deleted from bucket `label` under `handle` is gone (one
     /// not filed yet is filed as deleted).
     pub(crate) fn forget(&mut self, label: &str, handle: u64) {
-        let lookup = self.lookup_signatures;
         if let Some(copy) = self.buckets.get_mut(label) {
             if handle > copy.synced {
                 self.forgotten.insert((label.to_owned(), handle));
-            } else {
-                copy.forget(handle, lookup);
+            } else if let Ok(h) = u32::try_from(handle) {
+                copy.articles.remove(h - 1);
             }
         }
     }
@@ -335,8 +193,8 @@ impl View {
     /// fingerprint, meta).
     pub(crate) fn find_id(&self, id: &str) -> Option<Cand> {
         self.buckets.iter().find_map(|(label, copy)| {
-            let handle = copy.find_id(id)?;
-            copy.found(label, handle)
+            let slot = copy.articles.find_id(id)?;
+            copy.found(label, slot + 1)
         })
     }
 
@@ -354,62 +212,27 @@ impl View {
         let mut found = Vec::new();
         let mut views = Vec::new();
         let mut examined = 0usize;
-        let sketch = fp.lookup_signatures(cfg.lookup_signatures);
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
         let values = blocks(fp.simhash);
-        // Every map lookup of every probed bucket first, then the scans: at
-        // 10 M articles the maps hold millions of keys, and each lookup and
-        // each block list is a cache miss away (most of a check's CPU); done
-        // back to back, and the lists prefetched, the misses overlap instead
-        // of each waiting for the scan before it.
-        let lookups: Vec<Option<Lookup>> = labels
-            .iter()
-            .map(|label| {
-                let copy = &self.buckets[*label];
-                let probed = !fp.is_empty() && (range.0..=range.1).contains(&copy.start);
-                probed.then(|| Lookup {
-                    blocks: std::array::from_fn(|i| copy.blocks[i].get(&values[i])),
-                    content: copy.content.get(&fp.content),
-                    sketch: sketch.iter().map(|s| copy.signatures.get(s)).collect(),
-                })
-            })
-            .collect();
-        for lookup in lookups.iter().flatten() {
-            for list in lookup.blocks.iter().flatten() {
-                for line in list.simhashes.chunks(8) {
-                    prefetch(line.as_ptr());
-                }
-            }
-        }
-        for (label, lookup) in labels.into_iter().zip(lookups) {
+        for label in labels {
             let copy = &self.buckets[label];
+            let probed = !fp.is_empty() && (range.0..=range.1).contains(&copy.start);
             let mut view = BucketView {
                 label: label.clone(),
                 synced: copy.synced,
-                probed: lookup.is_some(),
+                probed,
                 full: String::new(),
                 empty_sets: "1111".into(),
             };
-            if let Some(lookup) = lookup {
-                let mut handles: Vec<u32> = Vec::new();
-                // Only live articles are listed (`forget` unlists them).
-                for list in lookup.blocks.iter().flatten() {
-                    examined += list.handles.len();
-                    list.within(fp.simhash, cfg.max_distance, &mut handles);
-                }
-                let listed = handles.len();
-                handles.extend(lookup.content.handles());
-                for listed in &lookup.sketch {
-                    handles.extend(listed.handles());
-                }
-                examined += handles.len() - listed;
-                handles.sort_unstable();
-                handles.dedup();
-                found.extend(handles.into_iter().filter_map(|h| copy.found(label, h)));
-                view.full = std::iter::once(&lookup.content)
-                    .chain(&lookup.sketch)
-                    .map(|listed| if listed.is_full() { '1' } else { '0' })
+            if probed {
+                let f = copy.articles.find(fp, cfg.max_distance);
+                examined += f.examined;
+                found.extend(f.slots.iter().filter_map(|&s| copy.found(label, s + 1)));
+                view.full = f
+                    .full
+                    .iter()
+                    .map(|&full| if full { '1' } else { '0' })
                     .collect();
                 let positional = shapes
                     .get(label)
@@ -417,8 +240,7 @@ impl View {
                 view.empty_sets = (0..4)
                     .map(|p| {
                         let mut maps = if positional { p..p + 1 } else { 0..4 };
-                        let taken = maps.any(|m| copy.blocks[m].contains_key(&values[p]));
-                        if taken {
+                        if maps.any(|m| copy.articles.has_block(m, values[p])) {
                             '0'
                         } else {
                             '1'
@@ -434,29 +256,23 @@ impl View {
 
     /// Articles held, over all live buckets.
     pub(crate) fn len(&self) -> usize {
-        self.buckets
-            .values()
-            .map(|c| c.rows.iter().filter(|r| r.is_some()).count())
-            .sum()
+        self.buckets.values().map(|c| c.articles.len()).sum()
     }
 }
 
 impl BucketCopy {
-    fn row(&self, handle: u32) -> Option<&[u8]> {
-        self.rows.get(handle as usize - 1)?.as_deref()
-    }
-
-    fn packed(&self, handle: u32) -> Option<&[u8]> {
-        self.row(handle).map(|r| &r[1..1 + usize::from(r[0])])
-    }
-
-    fn meta_bytes(&self, handle: u32) -> Option<&[u8]> {
-        self.row(handle).map(|r| &r[1 + usize::from(r[0])..])
+    fn new(start: i64, lookup: usize) -> BucketCopy {
+        BucketCopy {
+            start,
+            synced: 0,
+            articles: Candidates::new(lookup, false),
+        }
     }
 
     fn found(&self, label: &str, handle: u32) -> Option<Cand> {
-        let meta = decode_meta(self.meta_bytes(handle)?).ok()?;
-        let fp = decode_fingerprint(self.packed(handle)?, meta.words).ok()?;
+        let (packed, tail) = self.articles.row(handle - 1)?;
+        let meta = decode_meta(tail).ok()?;
+        let fp = decode_fingerprint(packed, meta.words).ok()?;
         Some(Cand {
             label: label.to_owned(),
             handle: u64::from(handle),
@@ -466,84 +282,18 @@ impl BucketCopy {
         })
     }
 
-    fn find_id(&self, id: &str) -> Option<u32> {
-        let h = *self.ids.get(&id_hash(id))?;
-        let same = self
-            .meta_bytes(h)
-            .and_then(|m| decode_meta(m).ok())
-            .is_some_and(|m| m.id == id);
-        if same {
-            Some(h)
-        } else {
-            self.id_clashes.get(id).copied()
-        }
-    }
-
-    fn file(&mut self, handle: u64, record: Option<Record>, lookup: usize) -> Result<(), String> {
-        let h = u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
+    fn file(&mut self, handle: u64, record: Option<Record>) -> Result<(), String> {
+        u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
         self.synced = handle;
-        let Some((packed, meta_bytes)) = record else {
-            self.rows.push(None);
-            return Ok(());
-        };
-        let meta = decode_meta(&meta_bytes)?;
-        let fp = decode_fingerprint(&packed, meta.words)?;
-        let len = u8::try_from(packed.len())
-            .map_err(|_| format!("packed fingerprint of {} bytes", packed.len()))?;
-        let mut row = Vec::with_capacity(1 + packed.len() + meta_bytes.len());
-        row.push(len);
-        row.extend_from_slice(&packed);
-        row.extend_from_slice(&meta_bytes);
-        self.rows.push(Some(row.into_boxed_slice()));
-        if !fp.is_empty() {
-            for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-                self.blocks[i].entry(block).or_default().push(h, fp.simhash);
-            }
-            self.content.push(fp.content, h);
-            for s in fp.lookup_signatures(lookup) {
-                self.signatures.push(*s, h);
-            }
-        }
-        let key = id_hash(&meta.id);
-        match self.ids.entry(key) {
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(h);
-            }
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.id_clashes.insert(meta.id.into_boxed_str(), h);
+        match record {
+            None => self.articles.skip(),
+            Some((packed, meta)) => {
+                let m = decode_meta(&meta)?;
+                self.articles
+                    .insert(&packed, &meta, m.id.len(), m.words > 0)?;
             }
         }
         Ok(())
-    }
-
-    fn forget(&mut self, handle: u64, lookup: usize) {
-        let Ok(h) = u32::try_from(handle) else { return };
-        let Some(row) = self.rows.get_mut(h as usize - 1).and_then(Option::take) else {
-            return;
-        };
-        let len = usize::from(row[0]);
-        let (packed, meta) = (&row[1..1 + len], &row[1 + len..]);
-        let Ok(meta) = decode_meta(meta) else { return };
-        if let Ok(fp) = decode_fingerprint(packed, meta.words) {
-            if !fp.is_empty() {
-                for (i, block) in blocks(fp.simhash).into_iter().enumerate() {
-                    if let Some(list) = self.blocks[i].get_mut(&block) {
-                        if list.remove(h) {
-                            self.blocks[i].remove(&block);
-                        }
-                    }
-                }
-                self.content.remove(fp.content, h);
-                for s in fp.lookup_signatures(lookup) {
-                    self.signatures.remove(*s, h);
-                }
-            }
-        }
-        let key = id_hash(&meta.id);
-        if self.ids.get(&key) == Some(&h) {
-            self.ids.remove(&key);
-        }
-        self.id_clashes.remove(meta.id.as_str());
     }
 }
 
@@ -552,6 +302,7 @@ mod tests {
     use super::*;
     use crate::index::redis::codec::{encode_fingerprint, encode_meta};
     use crate::index::Verdict;
+    use crate::index::LISTED_PER_HASH;
 
     fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Option<Record> {
         let fp = Fingerprint {
