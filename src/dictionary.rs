@@ -72,7 +72,10 @@ impl Dictionary {
             };
             Dictionary {
                 codes: u32s(codes),
-                nodes: u32s(nodes).chunks_exact(2).map(|n| [n[0], n[1]]).collect(),
+                nodes: nodes
+                    .chunks_exact(8)
+                    .map(|x| [take_u32(x).0, take_u32(&x[4..]).0])
+                    .collect(),
                 log_probs: log_probs
                     .chunks_exact(8)
                     .map(|x| f64::from_le_bytes(x.try_into().unwrap_or_default()))
