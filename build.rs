@@ -6,10 +6,14 @@
 //! that ship with jieba and jieba-rs (MIT). Outputs in `OUT_DIR`, embedded by
 //! `src/dictionary.rs` and `src/idf.rs` with `include_bytes!`:
 //!
-//! - `dictionary.bin`: `ln(total frequency)`, the word count, `ln(freq)` of each
-//!   word, then a character-wise double-array trie (crawdad) of the words whose
+//! - `dictionary.bin`: `0 - ln(total frequency)`, the word count, `ln(freq) -
+//!   ln(total frequency)` of each word (its log-probability, the term jieba's
+//!   route adds), then a character-wise double-array trie of the words whose
 //!   characters are all Han (the only words a Han block can contain), mapping a
-//!   word to its index.
+//!   word to its index: the character → code table (`u32` per scalar value up
+//!   to the largest character, `u32::MAX` for none) and the nodes (`base`,
+//!   `check`), both with their lengths in front. The trie is crawdad's, its
+//!   arrays written out plain so that `src/dictionary.rs` walks them itself.
 //! - `idf.bin`: the median IDF, the word count, the IDF of each word in rising
 //!   order (ties by word), the words' end offsets and bytes in that order, then a
 //!   trie mapping a word to its index.
@@ -72,13 +76,39 @@ fn dictionary(text: &str) -> Vec<u8> {
         .filter(|(w, _)| w.chars().all(is_jieba_han))
         .collect();
     words.sort_unstable();
+    let log_total = (total as f64).ln();
     let mut out = Vec::new();
-    out.extend_from_slice(&(total as f64).ln().to_le_bytes());
+    out.extend_from_slice(&(0.0 - log_total).to_le_bytes());
     out.extend_from_slice(&len_u32(words.len()).to_le_bytes());
     for &(_, f) in &words {
-        out.extend_from_slice(&(f as f64).ln().to_le_bytes());
+        out.extend_from_slice(&((f as f64).ln() - log_total).to_le_bytes());
     }
-    out.extend_from_slice(&trie(words.iter().map(|&(w, _)| w)));
+    // crawdad's serialized form: the code table's length and codes, the alphabet
+    // size, the node count and the nodes (`base`, `check`), all `u32`. Written
+    // out without the alphabet size.
+    let trie = trie(words.iter().map(|&(w, _)| w));
+    let mut rest = trie.as_slice();
+    let mut take = || {
+        let (head, tail) = rest.split_at(4);
+        rest = tail;
+        u32::from_le_bytes(head.try_into().expect("four bytes"))
+    };
+    let codes = take();
+    out.extend_from_slice(&codes.to_le_bytes());
+    for _ in 0..codes {
+        out.extend_from_slice(&take().to_le_bytes());
+    }
+    let _alphabet = take();
+    let nodes = take();
+    out.extend_from_slice(&nodes.to_le_bytes());
+    for _ in 0..2 * nodes {
+        out.extend_from_slice(&take().to_le_bytes());
+    }
+    assert!(
+        rest.is_empty(),
+        "crawdad's trie layout: {} bytes left",
+        rest.len()
+    );
     out
 }
 

@@ -17,20 +17,35 @@ use std::sync::OnceLock;
 mod han;
 pub use han::is_jieba_han;
 
-/// The dictionary: `ln(freq)` of each Han word and a trie from word to index.
+/// The dictionary: a double-array trie from Han word to index, and each word's
+/// log-probability.
 pub struct Dictionary {
-    trie: crawdad::Trie,
-    /// `ln(freq)` of word `i` at bytes `8 i..8 i + 8` (little-endian `f64`).
-    log_freqs: &'static [u8],
-    /// `ln` of the total frequency of jieba's whole dictionary.
-    log_total: f64,
+    /// Trie code of each character, indexed by scalar value ([`NO_CODE`]: no
+    /// word has the character).
+    codes: Vec<u32>,
+    /// The trie's nodes, `[base, check]`, laid out as crawdad lays them: the
+    /// child of node `n` by code `c` is `base(n) ^ c` if its `check` is `n`. A
+    /// node whose base has [`FLAG`] set is a leaf: its base is a word's index.
+    /// A node whose check has it set ends a word too: the word's leaf is its
+    /// child by code 0.
+    nodes: Vec<[u32; 2]>,
+    /// `ln(freq / total)` of each word, by index.
+    log_probs: Vec<f64>,
+    /// `ln(1 / total)`: a character no word starts with stands alone with
+    /// frequency 1.
+    lone_log_prob: f64,
 }
+
+/// The code of a character no dictionary word contains.
+const NO_CODE: u32 = u32::MAX;
+/// The flag bit of a node's base (a leaf) and check (has a leaf).
+const FLAG: u32 = 0x8000_0000;
 
 impl std::fmt::Debug for Dictionary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dictionary")
-            .field("words", &(self.log_freqs.len() / 8))
-            .field("trie_bytes", &self.trie.heap_bytes())
+            .field("words", &self.log_probs.len())
+            .field("nodes", &self.nodes.len())
             .finish()
     }
 }
@@ -43,22 +58,31 @@ impl Dictionary {
     pub fn builtin() -> &'static Dictionary {
         static DICTIONARY: OnceLock<Dictionary> = OnceLock::new();
         DICTIONARY.get_or_init(|| {
-            let (log_total, rest) = take_f64(DICTIONARY_BIN);
+            let (lone_log_prob, rest) = take_f64(DICTIONARY_BIN);
             let (words, rest) = take_u32(rest);
-            let (log_freqs, rest) = rest.split_at(words as usize * 8);
-            let (trie, _) = crawdad::Trie::deserialize_from_slice(rest);
+            let (log_probs, rest) = rest.split_at(words as usize * 8);
+            let (codes, rest) = take_u32(rest);
+            let (codes, rest) = rest.split_at(codes as usize * 4);
+            let (nodes, _) = take_u32(rest);
+            let nodes = &rest[4..4 + nodes as usize * 8];
+            let u32s = |b: &[u8]| -> Vec<u32> {
+                b.chunks_exact(4)
+                    .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+                    .collect()
+            };
             Dictionary {
-                trie,
-                log_freqs,
-                log_total,
+                codes: u32s(codes),
+                nodes: nodes
+                    .chunks_exact(8)
+                    .map(|x| [take_u32(x).0, take_u32(&x[4..]).0])
+                    .collect(),
+                log_probs: log_probs
+                    .chunks_exact(8)
+                    .map(|x| f64::from_le_bytes(x.try_into().unwrap_or_default()))
+                    .collect(),
+                lone_log_prob,
             }
         })
-    }
-
-    #[inline]
-    fn log_freq(&self, word: u32) -> f64 {
-        let at = word as usize * 8;
-        f64::from_le_bytes(self.log_freqs[at..at + 8].try_into().unwrap_or_default())
     }
 
     /// Call `f` with each word of two or more characters that jieba (without HMM)
@@ -69,67 +93,115 @@ impl Dictionary {
             // A callback that segments again gets buffers of its own.
             let mut fresh = Scratch::default();
             let mut guard = scratch.try_borrow_mut();
-            let scratch = guard.as_deref_mut().unwrap_or(&mut fresh);
-            let mut rest = text;
-            while let Some(start) = rest.find(is_jieba_han) {
-                let block = &rest[start..];
-                let end = block
-                    .char_indices()
-                    .find(|&(_, c)| !is_jieba_han(c))
-                    .map_or(block.len(), |(i, _)| i);
-                let (block, tail) = block.split_at(end);
-                self.cut_block(block, scratch, &mut f);
-                rest = tail;
+            let s = guard.as_deref_mut().unwrap_or(&mut fresh);
+            // One pass: each Han character's code and offset are collected until
+            // the block ends, then the block is cut.
+            s.codes.clear();
+            s.offsets.clear();
+            let mut block_start = 0;
+            let bytes = text.as_bytes();
+            let mut i = 0;
+            while i < bytes.len() {
+                let b = bytes[i];
+                let (c, len) = if b < 0x80 {
+                    (u32::from(b), 1)
+                } else if (0xE0..=0xEF).contains(&b) {
+                    // Three bytes (U+0800–U+FFFF, nearly all Han text), decoded here.
+                    let c = u32::from(b & 0x0F) << 12
+                        | u32::from(bytes[i + 1] & 0x3F) << 6
+                        | u32::from(bytes[i + 2] & 0x3F);
+                    (c, 3)
+                } else {
+                    let c = text[i..].chars().next().unwrap_or_default();
+                    (c as u32, c.len_utf8())
+                };
+                if char::from_u32(c).is_some_and(is_jieba_han) {
+                    if s.codes.is_empty() {
+                        block_start = i;
+                    }
+                    s.codes
+                        .push(self.codes.get(c as usize).copied().unwrap_or(NO_CODE));
+                    s.offsets.push((i - block_start) as u32);
+                } else if !s.codes.is_empty() {
+                    self.cut_block(&text[block_start..i], s, &mut f);
+                }
+                i += len;
+            }
+            if !s.codes.is_empty() {
+                self.cut_block(&text[block_start..], s, &mut f);
             }
         });
     }
 
-    /// Segment one block of Han characters along jieba's best route.
+    /// Segment one block of Han characters (their codes and offsets in
+    /// `s`, which it empties) along jieba's best route.
     fn cut_block<'a>(&self, block: &'a str, s: &mut Scratch, f: &mut impl FnMut(&'a str)) {
-        s.chars.clear();
-        s.offsets.clear();
-        for (i, c) in block.char_indices() {
-            s.chars.push(c);
-            s.offsets.push(i as u32);
-        }
-        let n = s.chars.len();
+        let n = s.codes.len();
         s.offsets.push(block.len() as u32);
-        // route[i]: (log-probability of the best cut of chars[i..], end of its
-        // first word). Filled from the end, as jieba does, with its tie rule: of
-        // equal probabilities the longer word wins.
-        s.route.clear();
-        s.route.resize(n + 1, (0.0, n as u32));
-        let log_total = self.log_total;
+        // prob[i], end[i]: the log-probability of the best cut of chars[i..] and
+        // the end of its first word. Filled from the end, as jieba does, with its
+        // tie rule: of equal probabilities the longer word wins.
+        s.prob.clear();
+        s.prob.resize(n + 1, 0.0);
+        s.end.clear();
+        s.end.resize(n + 1, n as u32);
+        let nodes = &self.nodes[..];
         for i in (0..n).rev() {
-            let mut best: Option<(f64, u32)> = None;
-            for (word, len) in self.trie.common_prefix_search(s.chars[i..].iter().copied()) {
-                let end = i + len;
-                let prob = self.log_freq(word) - log_total + s.route[end].0;
-                match best {
-                    Some((p, e)) if !(prob > p || (prob == p && end as u32 > e)) => {}
-                    _ => best = Some((prob, end as u32)),
+            // The character alone (frequency 1) if no word starts here; the
+            // words starting here, shortest first, otherwise.
+            let mut best = (self.lone_log_prob + s.prob[i + 1], i as u32 + 1);
+            let mut found = false;
+            let (mut node, mut base) = (0u32, nodes[0][0]);
+            for (k, &code) in s.codes[i..].iter().enumerate() {
+                // A leaf's base (flagged) and a missing code (`NO_CODE`) both
+                // give an index beyond the nodes: the walk ends there too.
+                let child = (base ^ code) as usize;
+                let Some(&[child_base, child_check]) = nodes.get(child) else {
+                    break;
+                };
+                if child_check & !FLAG != node {
+                    break;
+                }
+                (node, base) = (child as u32, child_base);
+                let word = if child_base & FLAG != 0 {
+                    child_base & !FLAG
+                } else if child_check & FLAG != 0 {
+                    nodes[child_base as usize][0] & !FLAG
+                } else {
+                    continue;
+                };
+                let end = i + k + 1;
+                let prob = self.log_probs[word as usize] + s.prob[end];
+                if !found || prob >= best.0 {
+                    best = (prob, end as u32);
+                    found = true;
                 }
             }
-            s.route[i] = best.unwrap_or((0.0 - log_total + s.route[i + 1].0, i as u32 + 1));
+            s.prob[i] = best.0;
+            s.end[i] = best.1;
         }
         let mut i = 0;
         while i < n {
-            let end = s.route[i].1 as usize;
+            let end = s.end[i] as usize;
             if end - i >= 2 {
                 f(&block[s.offsets[i] as usize..s.offsets[end] as usize]);
             }
             i = end;
         }
+        s.codes.clear();
+        s.offsets.clear();
     }
 }
 
 /// Per-thread buffers of the segmentation, kept between blocks.
 #[derive(Default)]
 struct Scratch {
-    chars: Vec<char>,
+    /// Trie code of each character of the block.
+    codes: Vec<u32>,
     /// Byte offset of each character in the block, and the block's length.
     offsets: Vec<u32>,
-    route: Vec<(f64, u32)>,
+    prob: Vec<f64>,
+    end: Vec<u32>,
 }
 
 thread_local! {

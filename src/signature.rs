@@ -235,7 +235,7 @@ pub fn signature_with(
 
 /// `char::is_whitespace` for an ASCII byte.
 #[inline]
-fn is_ascii_white_space(b: u8) -> bool {
+pub(crate) fn is_ascii_white_space(b: u8) -> bool {
     matches!(b, b'\t'..=b'\r' | b' ')
 }
 

@@ -13,6 +13,7 @@ use rustc_hash::FxHashSet;
 use unicode_segmentation::UnicodeSegmentation;
 
 use crate::dictionary::Dictionary;
+use crate::signature::is_ascii_white_space;
 
 const ZH_STOP_WORDS: &str = include_str!("stopwords/zh.txt");
 const EN_STOP_WORDS: &str = include_str!("stopwords/en.txt");
@@ -148,7 +149,7 @@ impl Tokenizer {
             } else if run.bytes().any(|b| b.is_ascii_alphanumeric() || b >= 0x80) {
                 // (Runs of ASCII punctuation and spaces between Han runs are common
                 // and have no words: skip the segmenter for them.)
-                for word in run.unicode_words() {
+                unicode_words(run, |word| {
                     // Only ASCII `A-Z` and non-ASCII characters can be uppercase.
                     let word = if word.bytes().any(|b| b.is_ascii_uppercase() || b >= 0x80)
                         && word.chars().any(char::is_uppercase)
@@ -162,7 +163,7 @@ impl Tokenizer {
                     if is_candidate(word) {
                         f(word);
                     }
-                }
+                });
             }
         }
     }
@@ -180,6 +181,87 @@ impl Tokenizer {
     #[cfg(test)]
     fn keep(&self, word: &str) -> bool {
         is_candidate(word) && !self.stop_words.contains(word)
+    }
+}
+
+/// Call `f` with each of `text`'s words by Unicode word boundaries (UAX #29:
+/// `unicode_words`, the segments with a letter or digit), in order.
+///
+/// Text is cut into pieces at ASCII whitespace; a piece of ASCII characters is
+/// split by the ASCII subset of the rules ([`ascii_words`]), a run of other
+/// pieces (with the whitespace before it, which a mark after it or a
+/// non-ASCII space before it may join) by the general segmenter. UAX #29
+/// always breaks between ASCII whitespace and an ASCII character after it, and
+/// between an ASCII character and whitespace after it, and no rule looks across
+/// such a break at anything but the whitespace, so the pieces cut alone as they
+/// cut in place (see `fast_words_equal_unicode_words`).
+fn unicode_words<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
+    let bytes = text.as_bytes();
+    // Where the pending non-ASCII pieces begin (at the whitespace before them).
+    let mut slow: Option<usize> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let space = i;
+        while i < bytes.len() && is_ascii_white_space(bytes[i]) {
+            i += 1;
+        }
+        let start = i;
+        let mut ascii = true;
+        while i < bytes.len() && !is_ascii_white_space(bytes[i]) {
+            ascii &= bytes[i] < 0x80;
+            i += 1;
+        }
+        if ascii {
+            if let Some(from) = slow.take() {
+                text[from..space].unicode_words().for_each(&mut f);
+            }
+            ascii_words(&text[start..i], &mut f);
+        } else {
+            slow.get_or_insert(space);
+        }
+    }
+    if let Some(from) = slow {
+        text[from..].unicode_words().for_each(&mut f);
+    }
+}
+
+/// UAX #29 words of ASCII text without whitespace: letters, digits and `_`
+/// never break apart (WB5, WB8–WB10, WB13a/b); `:`, `.` and `'` join two
+/// letters (WB6/7), `,`, `;`, `.` and `'` two digits (WB11/12); every other
+/// character stands alone and is no word. A segment of `_` only is no word.
+fn ascii_words<'a>(text: &'a str, f: &mut impl FnMut(&'a str)) {
+    let b = text.as_bytes();
+    let n = b.len();
+    let wordish = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < n {
+        if !wordish(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut alnum = b[i] != b'_';
+        i += 1;
+        loop {
+            if i < n && wordish(b[i]) {
+                alnum |= b[i] != b'_';
+                i += 1;
+            } else if i + 1 < n
+                && ((b[i - 1].is_ascii_alphabetic()
+                    && matches!(b[i], b':' | b'.' | b'\'')
+                    && b[i + 1].is_ascii_alphabetic())
+                    || (b[i - 1].is_ascii_digit()
+                        && matches!(b[i], b',' | b';' | b'.' | b'\'')
+                        && b[i + 1].is_ascii_digit()))
+            {
+                i += 2;
+            } else {
+                break;
+            }
+        }
+        if alnum {
+            f(&text[start..i]);
+        }
     }
 }
 
@@ -332,6 +414,33 @@ mod tests {
         ] {
             let slow = w.chars().count() >= 2 && w.chars().any(is_word_char);
             assert_eq!(is_candidate(w), slow, "{w:?}");
+        }
+    }
+
+    /// The piecewise, ASCII-fast word split against `unicode_words` on random
+    /// text of ASCII letters, digits, punctuation and whitespace mixed with
+    /// marks, quotes, spaces and letters beyond ASCII.
+    #[test]
+    fn fast_words_equal_unicode_words() {
+        let alphabet: Vec<char> = "aZk1_9.,;:'\"-!? \t\n\r\u{B}\u{C}aaa111 \u{301}\u{93E}\u{200D}\u{200B}\u{A0}\u{2019}\u{2018}£é€ß\u{3000}\u{1F600}\u{1F1FA}"
+            .chars()
+            .collect();
+        let mut state = 0xD1B5_4A32_D192_ED03u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 24) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let mut fast = Vec::new();
+            unicode_words(&text, |w| fast.push(w));
+            let slow: Vec<&str> = text.unicode_words().collect();
+            assert_eq!(fast, slow, "{text:?}");
         }
     }
 
