@@ -412,10 +412,12 @@ pub async fn block_neighbours_beyond_k_need_the_sketch_index<I: Index>(idx: &I) 
     let t = base();
     let a_sketch: Vec<u32> = (1..=12).map(|i| i * 1000).collect();
     verdict(idx, &entry("a", t, fp(S, 1, &a_sketch))).await;
-    // 5 bits away in one block (three blocks shared), the 8 largest hashes of
-    // `a` shared, but not its 4 smallest, and its own 4 smallest are new.
-    let mut b_sketch = vec![1, 2, 3, 4];
-    b_sketch.extend_from_slice(&a_sketch[4..]);
+    // 5 bits away in one block (three blocks shared), the largest hashes of
+    // `a` shared, but not its lookup ones (the smallest), and its own lookup
+    // hashes are new.
+    let lookup = config().lookup_signatures;
+    let mut b_sketch: Vec<u32> = (1..=lookup as u32).collect();
+    b_sketch.extend_from_slice(&a_sketch[lookup..]);
     assert_eq!(
         verdict(idx, &entry("b", t, fp(S ^ 0x1f, 2, &b_sketch))).await,
         Verdict::Unique
