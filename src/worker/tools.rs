@@ -202,7 +202,8 @@ pub struct Inspection {
 pub struct StoredEvidence {
     /// The article it matched (the stored verdict's `matched`).
     pub matched: String,
-    /// The signal the decision gives it against `matched` now, if any.
+    /// The signal the decision gives it against `matched` with the settings
+    /// `inspect` runs with, if any.
     pub signal: Option<Signal>,
     pub evidence: Evidence,
     /// Number sketch hashes of both articles, of the matched one only, of
