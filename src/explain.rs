@@ -149,7 +149,7 @@ fn reason(e: &Evidence, cfg: &DecisionConfig, empty: bool) -> String {
     }
     let agreement = e
         .number_agreement
-        .map_or_else(|| "too few numbers to compare".into(), |a| share(a));
+        .map_or_else(|| "too few numbers to compare".into(), share);
     match (e.matched_by, e.template) {
         (Some(Signal::Exact), _) => "the same letters and digits (equal content hashes)".into(),
         (Some(signal), true) => format!(
