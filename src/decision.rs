@@ -85,9 +85,12 @@ pub struct DecisionConfig {
     pub window_ms: u64,
     /// Candidates are looked up by the this many smallest hashes of the sketch
     /// (verification still uses the whole sketch). Two sketches sharing a good part
-    /// of their hashes almost always share their smallest ones (bottom-k of a
-    /// bottom-k sample), so indexing 4 of 12 finds the same duplicates for a third
-    /// of the index entries (measured: no recall change on the dev sets).
+    /// of their hashes usually share some of their smallest ones (bottom-k of a
+    /// bottom-k sample), so half the sketch finds the duplicates the whole would.
+    /// Fewer miss copies whose edits are spread over every part of the text
+    /// (a word substituted here and there): each edited clause gets a new hash,
+    /// and the new hashes that fall among the smallest push the shared ones out
+    /// of a short lookup prefix (measured in `docs/benchmarks.md`).
     pub lookup_signatures: usize,
     /// A simhash or sentence match whose number sketches agree less than this
     /// (resemblance or containment, 0..=1) is a different report of the same
@@ -108,7 +111,7 @@ impl Default for DecisionConfig {
             sentence_max_distance: 17,
             containment_min_sample: 8,
             window_ms: 48 * 3600 * 1000,
-            lookup_signatures: 4,
+            lookup_signatures: 6,
             template_min_agreement: 0.5,
             template_min_numbers: 3,
         }
@@ -209,12 +212,25 @@ pub struct CandidateView<'a> {
     pub ts_ms: i64,
 }
 
-/// A match: which candidate, how far, by which signal.
+/// A match: which candidate, how far, by which signal, sharing how much text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Match {
     pub id: String,
     pub distance: u32,
     pub signal: Signal,
+    /// The estimated overlap ([`Evidence::overlap`]) in hundredths ([`hundredths`]).
+    pub overlap: u8,
+}
+
+/// A share (0..=1) in hundredths, rounded: how a verdict carries its overlap,
+/// exact to the two digits it is shown with (see [`hundredths_text`]).
+pub fn hundredths(share: f64) -> u8 {
+    (share.clamp(0.0, 1.0) * 100.0).round() as u8
+}
+
+/// Hundredths as the share they are: `83` → `0.83`, `100` → `1.00`.
+pub fn hundredths_text(h: u8) -> String {
+    format!("{}.{:02}", h / 100, h % 100)
 }
 
 /// Number of values present in both sorted slices.
@@ -313,14 +329,14 @@ pub fn evidence(fp: &Fingerprint, c: &CandidateView<'_>, cfg: &DecisionConfig) -
 }
 
 /// Classify one candidate: the signal under which it is a duplicate, if any,
-/// with the SimHash distance and the number of shared sketch hashes.
+/// with the evidence that decided.
 pub fn classify(
     fp: &Fingerprint,
     c: &CandidateView<'_>,
     cfg: &DecisionConfig,
-) -> Option<(Signal, u32, usize)> {
+) -> Option<(Signal, Evidence)> {
     let e = evidence(fp, c, cfg);
-    Some((e.signal()?, e.distance, e.shared))
+    Some((e.signal()?, e))
 }
 
 /// Choose the best match for an article at `ts_ms` among `candidates` (which may
@@ -337,29 +353,30 @@ pub fn decide<'a>(
     // Smaller is better: exact first, then distance, then more shared signatures,
     // then earlier, then the smaller id (so the choice never depends on input order).
     type Rank<'a> = (bool, u32, std::cmp::Reverse<usize>, i64, &'a str);
-    let mut best: Option<(Rank<'a>, Signal)> = None;
+    let mut best: Option<(Rank<'a>, Signal, f64)> = None;
     for c in candidates {
         if !cfg.in_window(ts_ms, c.ts_ms) {
             continue;
         }
-        let Some((signal, distance, shared)) = classify(fp, &c, cfg) else {
+        let Some((signal, e)) = classify(fp, &c, cfg) else {
             continue;
         };
         let rank = (
             signal != Signal::Exact,
-            distance,
-            std::cmp::Reverse(shared),
+            e.distance,
+            std::cmp::Reverse(e.shared),
             c.ts_ms,
             c.id,
         );
-        if best.as_ref().is_none_or(|(b, _)| rank < *b) {
-            best = Some((rank, signal));
+        if best.as_ref().is_none_or(|(b, _, _)| rank < *b) {
+            best = Some((rank, signal, e.overlap));
         }
     }
-    best.map(|((_, distance, _, _, id), signal)| Match {
+    best.map(|((_, distance, _, _, id), signal, overlap)| Match {
         id: id.to_owned(),
         distance,
         signal,
+        overlap: hundredths(overlap),
     })
 }
 
@@ -546,6 +563,41 @@ mod tests {
             evidence(&other, &near(&earlier), &off).signal(),
             Some(Signal::Simhash)
         );
+    }
+
+    #[test]
+    fn lookup_finds_a_copy_whose_edits_are_spread_out() {
+        // A copy with a word substituted in four clauses: their new hashes
+        // happen to fall below every kept one, and take the lowest places of
+        // its sketch. The index links two articles when their lookup prefixes
+        // share a hash.
+        let original: Vec<u32> = (1..=12).map(|i| i * 100).collect();
+        let mut copy = vec![5, 15, 25, 35];
+        copy.extend_from_slice(&original[..8]);
+        let linked = |n: usize| shared_count(&original[..n], &copy[..n]) > 0;
+        let lookup = DecisionConfig::default().lookup_signatures;
+        assert!(linked(lookup), "not found through {lookup} lookup hashes");
+        // Four would not find it: the edited clauses fill the whole prefix.
+        assert!(!linked(4));
+    }
+
+    #[test]
+    fn a_match_carries_its_overlap_in_hundredths() {
+        let cfg = DecisionConfig::default();
+        let me = fp(0, 1, &[10, 20, 30]);
+        // Two of three sketch hashes shared, 1 bit apart: a SimHash match
+        // whose overlap is the sketches' resemblance, 2/3.
+        let m = decide(&me, 0, vec![cand("a", 1, 2, &[10, 20, 40], 0)], &cfg).unwrap();
+        assert_eq!((m.signal, m.overlap), (Signal::Simhash, 67));
+        // Nothing sampled in common: 0, whatever decided.
+        let m = decide(&me, 0, vec![cand("b", 0, 1, &[], 0)], &cfg).unwrap();
+        assert_eq!((m.signal, m.overlap), (Signal::Exact, 0));
+        assert_eq!(hundredths(2.0 / 3.0), 67);
+        assert_eq!(hundredths(0.125), 13);
+        assert_eq!(hundredths(1.5), 100);
+        assert_eq!(hundredths_text(67), "0.67");
+        assert_eq!(hundredths_text(5), "0.05");
+        assert_eq!(hundredths_text(100), "1.00");
     }
 
     #[test]

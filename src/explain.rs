@@ -18,7 +18,9 @@ use serde::Serialize;
 use crate::article::validate_text;
 use crate::settings::Settings;
 
-use crate::decision::{evidence, CandidateView, DecisionConfig, Evidence, Signal};
+use crate::decision::{
+    evidence, hundredths, hundredths_text, CandidateView, DecisionConfig, Evidence, Signal,
+};
 use crate::distinctive::numbers;
 use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::normalize::normalize;
@@ -136,14 +138,18 @@ pub fn run(settings: &Settings, a: &Path, b: &Path, json: bool) -> anyhow::Resul
     Ok(())
 }
 
+/// A share as verdicts carry it: two decimals, rounded as [`hundredths`].
+fn share(x: f64) -> String {
+    hundredths_text(hundredths(x))
+}
+
 fn reason(e: &Evidence, cfg: &DecisionConfig, empty: bool) -> String {
     if empty {
         return "a text without content words is compared with nothing".into();
     }
-    let agreement = e.number_agreement.map_or_else(
-        || "too few numbers to compare".into(),
-        |a| format!("{a:.2}"),
-    );
+    let agreement = e
+        .number_agreement
+        .map_or_else(|| "too few numbers to compare".into(), share);
     match (e.matched_by, e.template) {
         (Some(Signal::Exact), _) => "the same letters and digits (equal content hashes)".into(),
         (Some(signal), true) => format!(
@@ -155,15 +161,17 @@ fn reason(e: &Evidence, cfg: &DecisionConfig, empty: bool) -> String {
             e.distance, cfg.max_distance
         ),
         (Some(Signal::Sentence), false) => format!(
-            "overlap {:.2} allows {} bits and the distance is {}; numbers: {agreement}",
-            e.overlap,
+            "overlap {} allows {} bits and the distance is {}; numbers: {agreement}",
+            share(e.overlap),
             e.sentence_bound.unwrap_or(0),
             e.distance
         ),
         (None, _) => match e.sentence_bound {
             Some(bound) => format!(
-                "distance {} > {} and > {bound}, the bound overlap {:.2} allows",
-                e.distance, cfg.max_distance, e.overlap
+                "distance {} > {} and > {bound}, the bound overlap {} allows",
+                e.distance,
+                cfg.max_distance,
+                share(e.overlap)
             ),
             None => format!(
                 "distance {} > {} and no shared clause",
@@ -192,17 +200,17 @@ impl fmt::Display for Explanation {
         }
         writeln!(
             f,
-            "overlap:   {:.2} (resemblance {:.2}, B in A {:.2}, A in B {:.2}; {} of {}/{} sketch hashes shared)",
-            e.overlap,
-            e.resemblance,
-            e.containment,
-            e.containment_reverse,
+            "overlap:   {} (resemblance {}, B in A {}, A in B {}; {} of {}/{} sketch hashes shared)",
+            share(e.overlap),
+            share(e.resemblance),
+            share(e.containment),
+            share(e.containment_reverse),
             e.shared,
             self.a.signatures.len(),
             self.b.signatures.len()
         )?;
         match e.number_agreement {
-            Some(a) => writeln!(f, "numbers:   agree {a:.2}")?,
+            Some(a) => writeln!(f, "numbers:   agree {}", share(a))?,
             None => writeln!(f, "numbers:   too few to compare")?,
         }
         let list = |v: &[String]| {

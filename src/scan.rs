@@ -31,6 +31,10 @@ pub struct ScanRecord {
     pub dup_of: Option<String>,
     pub distance: Option<u32>,
     pub signal: Option<&'static str>,
+    /// Duplicates: the estimated share of text in common with the article
+    /// that matched (0 to 1, two decimals; see `docs/protocol.md`).
+    #[serde(serialize_with = "serialize_hundredths")]
+    pub overlap: Option<u8>,
     pub simhash: Option<String>,
     pub reason: Option<String>,
     /// 1-based input line number, on rejected lines.
@@ -47,6 +51,7 @@ impl ScanRecord {
             dup_of: d.map(|d| d.dup_of.clone()),
             distance: d.map(|d| d.distance),
             signal: d.map(|d| d.signal.as_str()),
+            overlap: d.and_then(|d| d.overlap),
             simhash: Some(to_hex(fp.simhash)),
             reason: None,
             line: None,
@@ -60,6 +65,7 @@ impl ScanRecord {
             dup_of: None,
             distance: None,
             signal: None,
+            overlap: None,
             simhash: None,
             reason: Some(format!("line {line}: {why}")),
             line: Some(line),
@@ -90,6 +96,14 @@ pub struct ScanSummary {
     pub by_reason: BTreeMap<&'static str, u64>,
     #[serde(serialize_with = "serialize_secs")]
     pub elapsed: Duration,
+}
+
+/// Hundredths as the JSON number they stand for (`83` → `0.83`).
+fn serialize_hundredths<S: serde::Serializer>(h: &Option<u8>, s: S) -> Result<S::Ok, S::Error> {
+    match h {
+        Some(h) => s.serialize_f64(f64::from(*h) / 100.0),
+        None => s.serialize_none(),
+    }
 }
 
 fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -319,15 +319,17 @@ async fn a_stale_view_gives_the_verdict_of_now() {
     // Stored in between under the id checked: a replay.
     let twice = other.check_and_insert(&copies[3]).await.unwrap();
     assert_eq!((twice.verdict, twice.replayed), (Verdict::Unique, false));
-    let dup = |root: &str, distance, signal| {
+    use simdedup::decision::Signal;
+    let dup = |root: &str, distance, signal: Signal| {
         Verdict::Duplicate(simdedup::index::Duplicate {
             dup_of: root.into(),
             matched: root.into(),
             distance,
             signal,
+            // Whole sketches shared, or none (the articles without one).
+            overlap: Some(if signal == Signal::Sentence { 100 } else { 0 }),
         })
     };
-    use simdedup::decision::Signal;
     assert_eq!(
         as_is(copies[0].clone()).await.verdict,
         dup("o-exact", 64 - 16, Signal::Exact)
@@ -446,7 +448,8 @@ async fn key_layout_is_the_documented_one() {
     );
     assert_eq!(
         s(q(&mut c, &["HGET", &k.metas(&label, 2), "2"])),
-        format!("{offset}|40|d|1|h|9|article-1article-2")
+        // Signal `h`, overlap 0.00: the two share no sketch hash.
+        format!("{offset}|40|d|1|h0|9|article-1article-2")
     );
     assert_eq!(
         s(q(&mut c, &["HGET", &k.links(&label, 1), "1"])),

@@ -323,6 +323,18 @@ fn worker_processes_race_on_the_redis_index() {
     let inspected = simdedup(&server, &["inspect", "g5-v2", "--namespace", "shared"]);
     assert_eq!(inspected["stored"]["id"], "g5-v2");
     assert_eq!(inspected["simhash"], kept["simhash"].as_str());
+    // A duplicate shows why, weighed again from the two stored fingerprints:
+    // the signal, distance and overlap its verdict carries.
+    let why = &inspected["evidence"];
+    if kept["verdict"] == "duplicate" {
+        assert_eq!(why["signal"], kept["signal"].as_str(), "{inspected}");
+        assert_eq!(why["evidence"]["distance"].to_string(), kept["distance"]);
+        let overlap = why["evidence"]["overlap"].as_f64().unwrap();
+        let carried: f64 = kept["overlap"].parse().unwrap();
+        assert_eq!((overlap * 100.0).round(), (carried * 100.0).round());
+    } else {
+        assert!(why.is_null(), "{inspected}");
+    }
     let cluster = &inspected["cluster"];
     let root = cluster["root"].as_str().unwrap();
     assert!(root.starts_with("g5-"), "{cluster}");

@@ -107,7 +107,7 @@ struct BenchArgs {
     #[arg(long, value_name = "HOURS")]
     bucket_hours: Option<u64>,
     /// Sketch hashes looked up per article, in the index and the workers (the
-    /// `decision.lookup_signatures` setting, 1-12; default 4): fewer mean fewer
+    /// `decision.lookup_signatures` setting, 1-12; default 6): fewer mean fewer
     /// Redis reads and writes per check and less memory, and lower recall on
     /// rewrites (docs/benchmarks.md).
     #[arg(long, value_name = "N")]

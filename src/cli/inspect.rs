@@ -37,7 +37,7 @@ pub fn run(args: InspectArgs) -> Result<()> {
         .map_err(|_| anyhow::anyhow!("cannot reach Redis at {}", redact_url(&s.redis_url)))??
         .context("Redis index unavailable")?;
         let stored = index.locate(&args.id).await?;
-        let inspection = tools::inspect(&index, &args.id).await?;
+        let inspection = tools::inspect(&index, &args.id, &s.decision).await?;
         anyhow::Ok((inspection, stored))
     })?;
     let mut json = serde_json::to_value(&inspection)?;

@@ -70,6 +70,11 @@ pub struct Duplicate {
     pub distance: u32,
     /// The signal that decided.
     pub signal: Signal,
+    /// The estimated share of text the article and `matched` have in common,
+    /// in hundredths ([`crate::decision::hundredths`]): the larger of their
+    /// sketches' resemblance and either containment. `None` only for a verdict
+    /// read from a meta that carries no overlap (see `index::redis::codec`).
+    pub overlap: Option<u8>,
 }
 
 impl Verdict {
@@ -91,6 +96,7 @@ impl Verdict {
             matched: m.id,
             distance: m.distance,
             signal: m.signal,
+            overlap: Some(m.overlap),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! contract of `docs/protocol.md`.
 
 use crate::article::Rejection;
+use crate::decision::hundredths_text;
 use crate::index::Verdict;
 use crate::simhash::to_hex;
 
@@ -79,6 +80,9 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
                 out.push(("dup_of", d.dup_of.clone().into_bytes()));
                 out.push(("distance", d.distance.to_string().into_bytes()));
                 out.push(("signal", d.signal.as_str().into()));
+                if let Some(overlap) = d.overlap {
+                    out.push(("overlap", hundredths_text(overlap).into_bytes()));
+                }
             }
             out.push(("simhash", to_hex(*simhash).into_bytes()));
             out.push(("op", (*op).into()));
@@ -122,5 +126,49 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
         source: entry.id.clone(),
         output: out,
         dead,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Signal;
+    use crate::index::Duplicate;
+
+    fn decided(overlap: Option<u8>) -> Vec<(&'static str, Vec<u8>)> {
+        let entry = RawEntry {
+            id: "1-0".into(),
+            fields: Some(Vec::new()),
+            deliveries: 1,
+        };
+        let verdict = Verdict::Duplicate(Duplicate {
+            dup_of: "a".into(),
+            matched: "a".into(),
+            distance: 5,
+            signal: Signal::Sentence,
+            overlap,
+        });
+        let resolution = Resolution::Decided {
+            id: "b".into(),
+            op: "check",
+            verdict,
+            simhash: 7,
+            replayed: false,
+        };
+        emit_for(&entry, &resolution).output
+    }
+
+    #[test]
+    fn a_duplicate_carries_its_overlap_as_a_share() {
+        let field = |out: &[(&str, Vec<u8>)]| {
+            out.iter()
+                .find(|(k, _)| *k == "overlap")
+                .map(|(_, v)| String::from_utf8(v.clone()).unwrap())
+        };
+        assert_eq!(field(&decided(Some(83))).as_deref(), Some("0.83"));
+        assert_eq!(field(&decided(Some(100))).as_deref(), Some("1.00"));
+        assert_eq!(field(&decided(Some(0))).as_deref(), Some("0.00"));
+        // A stored verdict without one is written without the field.
+        assert_eq!(field(&decided(None)), None);
     }
 }

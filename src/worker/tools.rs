@@ -9,6 +9,7 @@ use redis::aio::ConnectionLike;
 use redis::{RedisError, Value};
 use serde::Serialize;
 
+use crate::decision::{evidence, shared_count, CandidateView, DecisionConfig, Evidence, Signal};
 use crate::index::{Cluster, Index, IndexError, StoredArticle};
 use crate::keys::Keys;
 
@@ -181,19 +182,83 @@ pub async fn stats<C: ConnectionLike + Send>(
 }
 
 /// What `simdedup inspect ID` prints.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Inspection {
     pub id: String,
     pub stored: Option<StoredArticle>,
     pub cluster: Option<Cluster>,
+    /// For a stored duplicate whose matched article is still in the index:
+    /// why, as far as the two stored fingerprints tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<StoredEvidence>,
 }
 
-/// What the index holds about `id`: fingerprint, verdict, cluster.
-pub async fn inspect<I: Index>(index: &I, id: &str) -> Result<Inspection, IndexError> {
+/// The evidence `simdedup explain` shows, for a stored duplicate and the
+/// article it matched, from what the index keeps of both: their fingerprints,
+/// not their texts. Clauses and numbers are compared by their sketch hashes
+/// (counts, not words); the verdict is weighed again with the settings
+/// `inspect` runs with, which are the worker's when they share a config.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredEvidence {
+    /// The article it matched (the stored verdict's `matched`).
+    pub matched: String,
+    /// The signal the decision gives it against `matched` with the settings
+    /// `inspect` runs with, if any.
+    pub signal: Option<Signal>,
+    pub evidence: Evidence,
+    /// Number sketch hashes of both articles, of the matched one only, of
+    /// this one only.
+    pub numbers_shared: usize,
+    pub numbers_only_matched: usize,
+    pub numbers_only_this: usize,
+}
+
+impl StoredEvidence {
+    /// Weigh `this` against the article `matched` it was found a duplicate of.
+    pub fn weigh(this: &StoredArticle, matched: &StoredArticle, cfg: &DecisionConfig) -> Self {
+        let (a, b) = (&matched.fingerprint, &this.fingerprint);
+        let view = CandidateView {
+            id: &matched.id,
+            simhash: a.simhash,
+            content: a.content,
+            signatures: &a.signatures,
+            numbers: &a.numbers,
+            ts_ms: matched.ts_ms,
+        };
+        let evidence = evidence(b, &view, cfg);
+        let shared = shared_count(&a.numbers, &b.numbers);
+        StoredEvidence {
+            matched: matched.id.clone(),
+            signal: evidence.signal().filter(|_| !b.is_empty() && !a.is_empty()),
+            evidence,
+            numbers_shared: shared,
+            numbers_only_matched: a.numbers.len() - shared,
+            numbers_only_this: b.numbers.len() - shared,
+        }
+    }
+}
+
+/// What the index holds about `id`: fingerprint, verdict, cluster, and for a
+/// duplicate the evidence against the article it matched, weighed with `cfg`.
+pub async fn inspect<I: Index>(
+    index: &I,
+    id: &str,
+    cfg: &DecisionConfig,
+) -> Result<Inspection, IndexError> {
+    let stored = index.get(id).await?;
+    let matched = match stored.as_ref().and_then(|s| s.verdict.duplicate()) {
+        Some(d) => index.get(&d.matched).await?,
+        None => None,
+    };
+    let evidence = stored
+        .as_ref()
+        .zip(matched.as_ref())
+        .map(|(this, matched)| StoredEvidence::weigh(this, matched, cfg));
     Ok(Inspection {
         id: id.to_owned(),
-        stored: index.get(id).await?,
+        stored,
         cluster: index.cluster(id).await?,
+        evidence,
     })
 }
 

@@ -107,12 +107,15 @@ pub fn sketch(seed: u64, n: u64) -> Vec<u32> {
     s
 }
 
-fn dup(dup_of: &str, matched: &str, distance: u32, signal: Signal) -> Verdict {
+/// A duplicate verdict; `overlap` in hundredths (0 for the tests' articles
+/// without a sketch, 100 for those sharing all of it).
+fn dup(dup_of: &str, matched: &str, distance: u32, signal: Signal, overlap: u8) -> Verdict {
     Verdict::Duplicate(Duplicate {
         dup_of: dup_of.into(),
         matched: matched.into(),
         distance,
         signal,
+        overlap: Some(overlap),
     })
 }
 
@@ -135,12 +138,12 @@ pub async fn exact_signal_beats_simhash<I: Index>(idx: &I) {
     // Same content, SimHash far away: exact.
     assert_eq!(
         verdict(idx, &entry("b", t + 1, fp(!S, 1, &[]))).await,
-        dup("a", "a", 64, Signal::Exact)
+        dup("a", "a", 64, Signal::Exact, 0)
     );
     // A SimHash neighbour of `a` and an exact copy of `a`: exact wins over closer.
     assert_eq!(
         verdict(idx, &entry("c", t + 2, fp(flip(2), 1, &[]))).await,
-        dup("a", "a", 2, Signal::Exact)
+        dup("a", "a", 2, Signal::Exact, 0)
     );
 }
 
@@ -152,7 +155,7 @@ pub async fn simhash_signal_up_to_k<I: Index>(idx: &I) {
     );
     assert_eq!(
         verdict(idx, &entry("b", t, fp(flip(3), 2, &[]))).await,
-        dup("a", "a", 3, Signal::Simhash)
+        dup("a", "a", 3, Signal::Simhash, 0)
     );
     // Distance 4 from `a` (and 7 from `b`), every block different: not found.
     assert_eq!(
@@ -176,7 +179,7 @@ pub async fn sentence_signal_needs_shared_sketch<I: Index>(idx: &I) {
     // 12 bits away (no block shared), whole sketch shared: a sentence duplicate.
     assert_eq!(
         verdict(idx, &entry("b", t, fp(flip(12), 2, &sk))).await,
-        dup("a", "a", 12, Signal::Sentence)
+        dup("a", "a", 12, Signal::Sentence, 100)
     );
     // One shared signature of twelve is not enough at 12 bits.
     let mut one = sketch(2, 11);
@@ -198,12 +201,12 @@ pub async fn dup_of_resolves_to_the_root<I: Index>(idx: &I) {
     verdict(idx, &entry("root", t, fp(S, 1, &[]))).await;
     assert_eq!(
         verdict(idx, &entry("mid", t + 1, fp(S ^ 0b11, 2, &[]))).await,
-        dup("root", "root", 2, Signal::Simhash)
+        dup("root", "root", 2, Signal::Simhash, 0)
     );
     // Distance 1 from `mid`, 3 from `root`: matches `mid`, belongs to `root`.
     assert_eq!(
         verdict(idx, &entry("leaf", t + 2, fp(S ^ 0b111, 3, &[]))).await,
-        dup("root", "mid", 1, Signal::Simhash)
+        dup("root", "mid", 1, Signal::Simhash, 0)
     );
 }
 
@@ -215,7 +218,7 @@ pub async fn same_id_is_replayed_never_reinserted<I: Index>(idx: &I) {
     assert_eq!((again.verdict, again.replayed), (Verdict::Unique, true));
     let b = entry("b", t + 5, fp(S, 1, &[]));
     let first = insert(idx, &b).await;
-    assert_eq!(first.verdict, dup("a", "a", 0, Signal::Exact));
+    assert_eq!(first.verdict, dup("a", "a", 0, Signal::Exact, 0));
     // Never "duplicate of itself", even with another fingerprint and time.
     let other = entry("b", t + 9, fp(!S, 99, &[]));
     let replay = insert(idx, &other).await;
@@ -243,7 +246,7 @@ pub async fn query_writes_nothing<I: Index>(idx: &I) {
     assert_eq!(verdict(idx, &a).await, Verdict::Unique);
     let b = entry("b", t, fp(S ^ 1, 2, &[]));
     let q = idx.query(&b).await.unwrap();
-    assert_eq!(q.verdict, dup("a", "a", 1, Signal::Simhash));
+    assert_eq!(q.verdict, dup("a", "a", 1, Signal::Simhash, 0));
     assert!(!q.replayed);
     assert_eq!(idx.get("b").await.unwrap(), None);
     assert_eq!(
@@ -271,7 +274,7 @@ pub async fn delete_forgets_an_article<I: Index>(idx: &I) {
         Verdict::Unique
     );
     // Its id can be used again, and is then compared like any other.
-    assert_eq!(verdict(idx, &a).await, dup("b", "b", 0, Signal::Exact));
+    assert_eq!(verdict(idx, &a).await, dup("b", "b", 0, Signal::Exact, 100));
 }
 
 pub async fn window_edges_are_inclusive<I: Index>(idx: &I) {
@@ -280,7 +283,7 @@ pub async fn window_edges_are_inclusive<I: Index>(idx: &I) {
     // Exactly one window later: still compared.
     assert_eq!(
         verdict(idx, &entry("b", t + WINDOW, fp(S, 1, &[]))).await,
-        dup("a", "a", 0, Signal::Exact)
+        dup("a", "a", 0, Signal::Exact, 0)
     );
     // One window and a millisecond earlier than `a` (arriving late): compared with
     // nothing.
@@ -291,7 +294,7 @@ pub async fn window_edges_are_inclusive<I: Index>(idx: &I) {
     // A window and a millisecond after `a`: matches `b` only, still in `a`'s cluster.
     assert_eq!(
         verdict(idx, &entry("d", t + WINDOW + 1, fp(S ^ 1, 2, &[]))).await,
-        dup("a", "b", 1, Signal::Simhash)
+        dup("a", "b", 1, Signal::Simhash, 0)
     );
 }
 
@@ -334,7 +337,7 @@ pub async fn get_returns_what_was_stored<I: Index>(idx: &I) {
         (got.ts_ms, &got.fingerprint, &got.verdict),
         (b.ts_ms, &b.fingerprint, &vb)
     );
-    assert_eq!(vb, dup("a/é|:1", "a/é|:1", 1, Signal::Simhash));
+    assert_eq!(vb, dup("a/é|:1", "a/é|:1", 1, Signal::Simhash, 0));
     assert_eq!(idx.get("nope").await.unwrap(), None);
 }
 
@@ -409,10 +412,12 @@ pub async fn block_neighbours_beyond_k_need_the_sketch_index<I: Index>(idx: &I) 
     let t = base();
     let a_sketch: Vec<u32> = (1..=12).map(|i| i * 1000).collect();
     verdict(idx, &entry("a", t, fp(S, 1, &a_sketch))).await;
-    // 5 bits away in one block (three blocks shared), the 8 largest hashes of
-    // `a` shared, but not its 4 smallest, and its own 4 smallest are new.
-    let mut b_sketch = vec![1, 2, 3, 4];
-    b_sketch.extend_from_slice(&a_sketch[4..]);
+    // 5 bits away in one block (three blocks shared), the largest hashes of
+    // `a` shared, but not its lookup ones (the smallest), and its own lookup
+    // hashes are new.
+    let lookup = config().lookup_signatures;
+    let mut b_sketch: Vec<u32> = (1..=lookup as u32).collect();
+    b_sketch.extend_from_slice(&a_sketch[lookup..]);
     assert_eq!(
         verdict(idx, &entry("b", t, fp(S ^ 0x1f, 2, &b_sketch))).await,
         Verdict::Unique
@@ -421,7 +426,7 @@ pub async fn block_neighbours_beyond_k_need_the_sketch_index<I: Index>(idx: &I) 
     // them, and the sentence signal decides.
     assert_eq!(
         verdict(idx, &entry("c", t, fp(S ^ 0x1f_0000, 3, &a_sketch))).await,
-        dup("a", "a", 5, Signal::Sentence)
+        dup("a", "a", 5, Signal::Sentence, 100)
     );
 }
 

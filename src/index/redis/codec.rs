@@ -14,7 +14,10 @@
 //!   dup_of>|<dup_of><id>` when it matched its cluster's root itself, else
 //!   `…|D|<distance>|<signal>|<len matched>|<len dup_of>|<matched><dup_of><id>`
 //!   (ts offset = ms since the bucket start; signal `e`xact, `h` SimHash
-//!   (Hamming), `s`entence; lengths in bytes, so ids may contain any character).
+//!   (Hamming), `s`entence, followed by the estimated overlap in hundredths,
+//!   `h83`, `e100`; lengths in bytes, so ids may contain any character). A
+//!   signal letter without digits reads as a verdict whose overlap is not
+//!   known.
 //! - **ids value** (`i:` hash, text): `<simhash, 16 hex>:<handle>`. The Lua
 //!   scripts read the handle at byte 18 of it: keep the SimHash at 16 digits.
 //! - **SimHash as a set member** (`b:` sets): the SimHash as a signed 64-bit
@@ -99,14 +102,14 @@ pub fn encode_meta(id: &str, verdict: &Verdict, ts_offset: u32, words: u32) -> S
         Verdict::Duplicate(d) if d.matched == d.dup_of => format!(
             "{ts_offset}|{words}|d|{}|{}|{}|{}{id}",
             d.distance,
-            signal_letter(d.signal),
+            signal_field(d),
             d.dup_of.len(),
             d.dup_of
         ),
         Verdict::Duplicate(d) => format!(
             "{ts_offset}|{words}|D|{}|{}|{}|{}|{}{}{id}",
             d.distance,
-            signal_letter(d.signal),
+            signal_field(d),
             d.matched.len(),
             d.dup_of.len(),
             d.matched,
@@ -125,13 +128,30 @@ fn signal_letter(signal: Signal) -> char {
     }
 }
 
-fn letter_signal(letter: &str) -> Option<Signal> {
-    match letter {
-        "e" => Some(Signal::Exact),
-        "h" => Some(Signal::Simhash),
-        "s" => Some(Signal::Sentence),
-        _ => None,
+/// The signal letter and the overlap's hundredths, when known: `h83`.
+fn signal_field(d: &Duplicate) -> String {
+    let mut field = signal_letter(d.signal).to_string();
+    if let Some(overlap) = d.overlap {
+        field.push_str(&overlap.to_string());
     }
+    field
+}
+
+/// Read what [`signal_field`] wrote.
+fn read_signal_field(field: &str) -> Option<(Signal, Option<u8>)> {
+    let (letter, digits) = field.split_at_checked(1)?;
+    let signal = match letter {
+        "e" => Signal::Exact,
+        "h" => Signal::Simhash,
+        "s" => Signal::Sentence,
+        _ => return None,
+    };
+    let overlap = match digits {
+        "" => None,
+        d if d.bytes().all(|b| b.is_ascii_digit()) => Some(d.parse().ok().filter(|&h| h <= 100)?),
+        _ => return None,
+    };
+    Some((signal, overlap))
 }
 
 /// Unpack what [`encode_meta`] wrote.
@@ -172,7 +192,8 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
     let distance: u32 = next()?
         .parse()
         .map_err(|_| format!("bad distance in {text:?}"))?;
-    let signal = letter_signal(next()?).ok_or_else(|| format!("bad signal in {text:?}"))?;
+    let (signal, overlap) =
+        read_signal_field(next()?).ok_or_else(|| format!("bad signal in {text:?}"))?;
     let mut len = || -> Result<usize, String> {
         next()?
             .parse()
@@ -197,6 +218,7 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
             matched: if same { dup_of } else { matched }.to_owned(),
             distance,
             signal,
+            overlap,
         }),
     ))
 }
@@ -278,12 +300,14 @@ mod tests {
             matched: "中文 id".into(),
             distance: 12,
             signal: Signal::Sentence,
+            overlap: Some(42),
         });
         let direct = Verdict::Duplicate(Duplicate {
             dup_of: "r|1".into(),
             matched: "r|1".into(),
             distance: 0,
             signal: Signal::Exact,
+            overlap: Some(100),
         });
         for (id, v) in [
             ("plain", Verdict::Unique),
@@ -305,9 +329,16 @@ mod tests {
         }
         assert_eq!(
             encode_meta("c", &dup, 5, 40),
-            "5|40|D|12|s|9|14|中文 idroot|with|barsc"
+            "5|40|D|12|s42|9|14|中文 idroot|with|barsc"
         );
-        assert_eq!(encode_meta("c", &direct, 5, 40), "5|40|d|0|e|3|r|1c");
+        assert_eq!(encode_meta("c", &direct, 5, 40), "5|40|d|0|e100|3|r|1c");
+        // A signal without an overlap: a verdict whose overlap is not known.
+        let Verdict::Duplicate(unknown) = decode_meta(b"5|40|d|0|e|3|r|1c").unwrap().verdict else {
+            panic!("a duplicate's meta");
+        };
+        assert_eq!((unknown.signal, unknown.overlap), (Signal::Exact, None));
+        assert!(decode_meta(b"1|2|d|1|h101|1|ab").is_err());
+        assert!(decode_meta(b"1|2|d|1|h+5|1|ab").is_err());
         assert!(decode_meta(b"1|2|D|1|h|9|1|ab").is_err());
         assert!(decode_meta(b"1|2|d|1|simhash|1|ab").is_err());
         assert!(decode_meta(b"1|2|x|1").is_err());
