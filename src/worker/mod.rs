@@ -35,6 +35,7 @@ pub mod health;
 pub mod http;
 pub mod liveness;
 pub mod metrics;
+pub mod order;
 pub mod output;
 pub mod service;
 pub mod shutdown;
@@ -65,6 +66,7 @@ pub use health::Health;
 use health::Trouble;
 use liveness::{Liveness, Reclaimed};
 use metrics::Metrics;
+use order::ReadLog;
 use output::{emit_for, Resolution};
 use shutdown::Shutdown;
 use stream::{parse_entry, parse_xpending_range, parse_xreadgroup, RawEntry, Request};
@@ -85,6 +87,14 @@ pub struct WorkerConfig {
     /// crashes leaves for its peers to take over, decided after the entries
     /// read meanwhile: keep it at a few batches.
     pub max_in_flight: usize,
+    /// Entries a worker reads past the oldest entry pending on another
+    /// consumer of the group, at most; then it reads no new entry until that
+    /// one is done ([`order`]). Keeps verdicts in stream order across workers
+    /// when one falls behind — a worker killed (its entries stranded until a
+    /// peer reclaims them), a peer's retries after an outage — at the cost of
+    /// a pause of the others meanwhile. At least `max_in_flight`, so that
+    /// healthy peers never wait on each other's batches; 0: no bound.
+    pub order_slack: usize,
     /// Decide this worker's entries in stream order: batches take turns at the
     /// index and a batch's entries go one after another, so a copy is never
     /// decided before an original this worker read earlier (what `scan` does).
@@ -148,6 +158,7 @@ impl Default for WorkerConfig {
             consumer: String::new(),
             batch_size: 128,
             max_in_flight: 256,
+            order_slack: 256,
             ordered: true,
             index_concurrency: 32,
             pipeline: 16,
@@ -225,6 +236,10 @@ impl WorkerConfig {
         format!("{host}-{}-{:06x}", std::process::id(), nanos & 0xff_ffff)
     }
 }
+
+/// How often a reader held by `order_slack` looks again, milliseconds (at
+/// most: the claim interval if shorter).
+const ORDER_POLL_MS: u64 = 20;
 
 /// Errors that stop a worker (everything transient is retried inside).
 #[derive(Debug, thiserror::Error)]
@@ -446,6 +461,10 @@ impl<I: Index + 'static> Worker<I> {
         let mut summary = RunSummary::default();
         // First read our own pending history (a restart under the same name).
         let mut read_history = true;
+        // New entries read, for the bound on order across workers.
+        let mut read_log = ReadLog::new(cfg.order_slack);
+        // Since when the reader waits for an entry pending elsewhere.
+        let mut waiting_since: Option<Instant> = None;
         let mut next_claim = Instant::now();
         let mut backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
         // Held while the reader's calls fail with a transient error.
@@ -459,9 +478,12 @@ impl<I: Index + 'static> Worker<I> {
                 p = permits.clone().acquire_many_owned(batch) => p.expect("semaphore never closed"),
                 _ = shutdown.recv() => break,
             };
+            let seen = self.health.recoveries();
             let now = Instant::now();
+            // Whether this round read new entries (or was held from it).
+            let mut fresh = false;
             let result = if read_history {
-                self.read(&mut reader, "0", false).await
+                self.read(&mut reader, "0", false).await.map(Some)
             } else if now >= next_claim {
                 next_claim = now + Duration::from_millis(cfg.claim_interval_ms);
                 self.refresh_gauges(&mut reader).await;
@@ -469,16 +491,45 @@ impl<I: Index + 'static> Worker<I> {
                     // A full batch: there may be more, look again at once.
                     Ok(entries) if entries.len() >= cfg.batch_size => {
                         next_claim = now;
-                        Ok(entries)
+                        Ok(Some(entries))
                     }
-                    Ok(entries) if entries.is_empty() => self.read(&mut reader, ">", true).await,
-                    other => other,
+                    Ok(entries) if entries.is_empty() => {
+                        fresh = true;
+                        self.read_new(&mut reader, &mut read_log).await
+                    }
+                    other => other.map(Some),
                 }
             } else {
-                self.read(&mut reader, ">", true).await
+                fresh = true;
+                self.read_new(&mut reader, &mut read_log).await
             };
             let entries = match result {
-                Ok(entries) => {
+                Ok(None) => {
+                    // Too far past an entry pending elsewhere: wait (the
+                    // scans for dead peers' entries go on meanwhile).
+                    trouble = None;
+                    if waiting_since.is_none() {
+                        waiting_since = Some(Instant::now());
+                        self.metrics.order_waits.inc();
+                        tracing::debug!(
+                            slack = cfg.order_slack,
+                            "read the slack past an entry pending on another consumer: waiting for it"
+                        );
+                    }
+                    drop(held);
+                    let pause = Duration::from_millis(cfg.claim_interval_ms.min(ORDER_POLL_MS));
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = shutdown.recv() => {}
+                    }
+                    continue;
+                }
+                Ok(Some(entries)) => {
+                    if let Some(since) = waiting_since.take_if(|_| fresh) {
+                        self.metrics
+                            .order_wait_ms
+                            .inc_by(since.elapsed().as_millis() as u64);
+                    }
                     trouble = None;
                     backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
                     entries
@@ -503,7 +554,7 @@ impl<I: Index + 'static> Worker<I> {
                     // to us: the next scan finds them (`take_over`).
                     drop(held);
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = self.health.pause(seen, backoff.next_delay()) => {}
                         _ = shutdown.recv() => {}
                     }
                     continue;
@@ -649,6 +700,27 @@ impl<I: Index + 'static> Worker<I> {
         Ok(entries)
     }
 
+    /// New entries (XREADGROUP `>`), unless this worker has read
+    /// `order_slack` entries past the oldest entry pending on another
+    /// consumer: then `None` ([`order`]).
+    async fn read_new(
+        &self,
+        conn: &mut Conn,
+        log: &mut ReadLog,
+    ) -> Result<Option<Vec<RawEntry>>, RedisError> {
+        if log.may_hold() {
+            let stream = self.keys.input_stream();
+            let oldest =
+                order::oldest_elsewhere(conn, &stream, &self.config.group, &self.consumer).await?;
+            if log.must_wait(oldest) {
+                return Ok(None);
+            }
+        }
+        let entries = self.read(conn, ">", true).await?;
+        log.record(entries.iter().map(|e| e.id.as_str()));
+        Ok(Some(entries))
+    }
+
     /// Up to a batch of entries to take up: first our own pending entries no
     /// task holds (a task gave up on them, or a read's reply was lost), then
     /// those of consumers whose liveness key expired ([`liveness`]), once
@@ -674,15 +746,36 @@ impl<I: Index + 'static> Worker<I> {
         };
         let mut entries = Vec::new();
         if !orphans.is_empty() {
-            let reply: Value = redis::cmd("XCLAIM")
-                .arg(self.keys.input_stream())
-                .arg(&self.config.group)
-                .arg(&self.consumer)
-                .arg(0)
-                .arg(&orphans)
-                .query_async(conn)
-                .await?;
-            entries = stream::parse_entry_list(&reply).map_err(reply_error)?;
+            // XCLAIM drops an entry deleted from the stream (XDEL, trimming)
+            // from the pending list without a word: those are left pending
+            // and answered `entry_deleted`, which acks them.
+            let stream = self.keys.input_stream();
+            let mut pipe = redis::pipe();
+            for id in &orphans {
+                pipe.cmd("XRANGE").arg(&stream).arg(id).arg(id);
+            }
+            let found: Vec<Value> = pipe.query_async(conn).await?;
+            let (present, gone): (Vec<_>, Vec<_>) = orphans
+                .into_iter()
+                .zip(found)
+                .partition(|(_, v)| matches!(v, Value::Array(a) if !a.is_empty()));
+            if !present.is_empty() {
+                let reply: Value = redis::cmd("XCLAIM")
+                    .arg(&stream)
+                    .arg(&self.config.group)
+                    .arg(&self.consumer)
+                    .arg(0)
+                    .arg(present.iter().map(|(id, _)| id).collect::<Vec<_>>())
+                    .query_async(conn)
+                    .await?;
+                entries = stream::parse_entry_list(&reply).map_err(reply_error)?;
+            }
+            entries.extend(gone.into_iter().map(|(id, _)| RawEntry {
+                id,
+                fields: None,
+                deliveries: 1,
+            }));
+            entries.sort_by_key(|e| order::StreamId::parse(&e.id));
             tracing::info!(
                 count = entries.len(),
                 "taking up own pending entries no task holds"
@@ -930,6 +1023,7 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
     let mut trouble: Option<Trouble> = None;
     loop {
         let started = Instant::now();
+        let seen = shared.health.recoveries();
         let result: Result<Resolution, IndexError> = match &prepared {
             Prepared::Ready(r) => return Some(r.clone()),
             Prepared::Check(entry, insert) => {
@@ -979,7 +1073,7 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
                     None => trouble = Some(shared.trouble(reason)),
                 }
                 tracing::debug!(%why, "index unavailable; retrying");
-                tokio::time::sleep(backoff.next_delay()).await;
+                shared.health.pause(seen, backoff.next_delay()).await;
             }
             Err(IndexError::Contention { attempts }) if attempt < 5 => {
                 shared.metrics.index_retries.inc();
@@ -1201,6 +1295,7 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
     let mut trouble: Option<Trouble> = None;
     loop {
         let started = Instant::now();
+        let seen = shared.health.recoveries();
         let mut conn = shared.conn.clone();
         match shared.committer.commit(&mut conn, chunk).await {
             Ok(flags) => {
@@ -1220,7 +1315,7 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
                 } else {
                     tracing::warn!(error = %e, "commit failed; retrying");
                 }
-                tokio::time::sleep(backoff.next_delay()).await;
+                shared.health.pause(seen, backoff.next_delay()).await;
             }
         }
     }
