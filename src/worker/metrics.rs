@@ -77,7 +77,8 @@ pub struct Metrics {
     pub replayed: Counter,
     pub claimed: Counter,
     /// Times the reader stopped reading new entries, `order_slack` past an
-    /// entry pending on another consumer (`order.rs`).
+    /// entry pending on another consumer, or a batch waited for an earlier
+    /// one held elsewhere (`order.rs`).
     pub order_waits: Counter,
     /// Milliseconds it spent so.
     pub order_wait_ms: Counter,
@@ -164,12 +165,12 @@ impl Metrics {
             ),
             (
                 "simdedup_order_waits",
-                "Times the reader waited, order_slack entries past an entry pending on another consumer",
+                "Times the reader (order_slack past) or a batch waited for an earlier entry pending on another consumer",
                 &self.order_waits,
             ),
             (
                 "simdedup_order_wait_milliseconds",
-                "Time the reader spent waiting for entries pending on other consumers",
+                "Time the reader and batches spent waiting for earlier entries pending on other consumers",
                 &self.order_wait_ms,
             ),
             (

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use redis::{RedisError, Value};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::article::{EventTimeBounds, Rejection};
@@ -95,6 +95,13 @@ pub struct WorkerConfig {
     /// a pause of the others meanwhile. At least `max_in_flight`, so that
     /// healthy peers never wait on each other's batches; 0: no bound.
     pub order_slack: usize,
+    /// When `ordered`: a batch also waits, before its index calls, until no
+    /// other consumer holds an entry before its first ([`order`]), so that
+    /// the batches of different workers decide in stream order, as `scan`
+    /// would; fingerprinting and commits still overlap. Off: batches of
+    /// different workers decide concurrently, and a copy read by one worker
+    /// may be decided before its original held by another.
+    pub order_across_workers: bool,
     /// Decide this worker's entries in stream order: batches take turns at the
     /// index and a batch's entries go one after another, so a copy is never
     /// decided before an original this worker read earlier (what `scan` does).
@@ -159,6 +166,7 @@ impl Default for WorkerConfig {
             batch_size: 128,
             max_in_flight: 256,
             order_slack: 256,
+            order_across_workers: true,
             ordered: true,
             index_concurrency: 32,
             pipeline: 16,
@@ -305,6 +313,9 @@ struct Shared<I> {
     /// history read does not start a second copy of the same work.
     in_flight: Mutex<HashSet<String>>,
     index_permits: Semaphore,
+    /// The input stream and this worker's consumer name.
+    stream: String,
+    consumer: String,
 }
 
 impl<I: Index + 'static> Worker<I> {
@@ -418,6 +429,8 @@ impl<I: Index + 'static> Worker<I> {
             },
             in_flight: Mutex::new(HashSet::new()),
             index_permits: Semaphore::new(cfg.index_concurrency),
+            stream: self.keys.input_stream(),
+            consumer: self.consumer.clone(),
         });
         let liveness = Liveness::new(&self.keys, &cfg.group, &self.consumer, cfg.liveness_ttl_ms);
         // Liveness key, group and script, retried until they work (Redis may
@@ -457,7 +470,7 @@ impl<I: Index + 'static> Worker<I> {
         let mut tasks: JoinSet<(u64, u64)> = JoinSet::new();
         // Batches take turns at the index in read order: each waits for the one
         // read before it (see `WorkerConfig::ordered`).
-        let mut last_turn: Option<oneshot::Receiver<()>> = None;
+        let turns = Arc::new(order::Turns::default());
         let mut summary = RunSummary::default();
         // First read our own pending history (a restart under the same name).
         let mut read_history = true;
@@ -583,11 +596,8 @@ impl<I: Index + 'static> Worker<I> {
             }
             self.metrics.in_flight.inc_by(entries.len() as i64);
             let shared = shared.clone();
-            let (turn_done, next_turn) = oneshot::channel();
-            let turn = Turn {
-                wait: last_turn.replace(next_turn),
-                done: turn_done,
-            };
+            let first = order::StreamId::parse(&entries[0].id).unwrap_or(order::StreamId::MIN);
+            let turn = turns.enter(first);
             tasks.spawn(async move { process_batch(shared, entries, held, turn).await });
         }
         drop(trouble);
@@ -1163,20 +1173,62 @@ fn may_interact(a: &IndexEntry, b: &IndexEntry) -> bool {
     meet::may_meet(&a.id, &a.fingerprint, &b.id, &b.fingerprint)
 }
 
-/// A batch's turn at the index: wait for the batch read before it to finish its
-/// index calls, then let the next one go. A batch that fails drops `done`, which
-/// also lets the next one go.
-struct Turn {
-    wait: Option<oneshot::Receiver<()>>,
-    done: oneshot::Sender<()>,
+/// Wait, before a batch's index calls, until no other consumer of the group
+/// holds an entry before `first` ([`order`]): batches of different workers
+/// decide in stream order too. At most two liveness bounds (TTL + claim
+/// interval): by then an entry held by a dead peer has been taken over, and
+/// past it the batch goes on rather than wait for one that never moves.
+/// Meanwhile entries taken over from a dead peer may come in before this
+/// batch: then it gives them its turn.
+async fn wait_for_peers<I: Index>(shared: &Shared<I>, turn: &order::Turn) {
+    let cfg = &shared.config;
+    if !cfg.order_across_workers {
+        return;
+    }
+    let first = turn.first();
+    let bound = Duration::from_millis(2 * (cfg.liveness_ttl_ms + cfg.claim_interval_ms));
+    let started = Instant::now();
+    let mut waited = false;
+    loop {
+        if !turn.is_first() {
+            turn.wait().await;
+        }
+        let mut c = shared.conn.clone();
+        match order::oldest_elsewhere(&mut c, &shared.stream, &cfg.group, &shared.consumer).await {
+            Ok(Some(p)) if p < first => {}
+            // Nothing before it elsewhere; or Redis failed: the index call
+            // meets that failure and holds the batch itself.
+            _ => break,
+        }
+        if started.elapsed() >= bound {
+            tracing::warn!(
+                waited_ms = started.elapsed().as_millis() as u64,
+                "another consumer still holds an earlier entry: deciding this batch anyway"
+            );
+            break;
+        }
+        waited = true;
+        tokio::time::sleep(Duration::from_millis(PEER_POLL_MS)).await;
+    }
+    if waited {
+        shared.metrics.order_waits.inc();
+        shared
+            .metrics
+            .order_wait_ms
+            .inc_by(started.elapsed().as_millis() as u64);
+    }
 }
+
+/// How often a batch waiting for an earlier entry held by another consumer
+/// looks again, milliseconds.
+const PEER_POLL_MS: u64 = 2;
 
 /// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
 async fn process_batch<I: Index + 'static>(
     shared: Arc<Shared<I>>,
     entries: Vec<RawEntry>,
     permits: OwnedSemaphorePermit,
-    turn: Turn,
+    turn: order::Turn,
 ) -> (u64, u64) {
     let n = entries.len();
     let result = run_batch(&shared, entries, turn).await;
@@ -1188,7 +1240,7 @@ async fn process_batch<I: Index + 'static>(
 async fn run_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: Vec<RawEntry>,
-    turn: Turn,
+    turn: order::Turn,
 ) -> (u64, u64) {
     // CPU work off the async threads: the fingerprinting pool spreads the
     // batch over the cores, at a lower priority (`fingerprint_pool`).
@@ -1221,17 +1273,17 @@ async fn finish_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: Vec<RawEntry>,
     prepared: Vec<Prepared>,
-    turn: Turn,
+    turn: order::Turn,
 ) -> (u64, u64) {
     let mut resolutions: Vec<Option<Resolution>> = Vec::with_capacity(entries.len());
     if shared.config.ordered {
-        // Our turn comes when the batch read before ours has made its index calls
-        // (or failed); then ours, one after another, in stream order.
-        if let Some(wait) = turn.wait {
-            let _ = wait.await;
-        }
+        // Our turn comes when every batch of ours before it in the stream has
+        // made its index calls (or failed), and no other consumer holds an
+        // entry before it; then ours, one after another, in stream order.
+        turn.wait().await;
+        wait_for_peers(shared, &turn).await;
         resolve_in_order(shared, prepared, &mut resolutions).await;
-        let _ = turn.done.send(());
+        drop(turn);
     } else {
         // Index calls, concurrently (bounded by `index_permits`), started in stream order.
         drop(turn);

@@ -1,27 +1,30 @@
-//! Stream order across workers, within a bound: a worker reads new entries
-//! only while it holds fewer than `worker.order_slack` entries read past the
-//! oldest entry pending on *another* consumer of the group.
-//!
-//! Verdicts depend on order: an article is judged against the articles
+//! Stream order across workers. An article is judged against the articles
 //! before it in the stream, so a copy decided before its original keeps the
-//! copy and marks the original its duplicate. Within one worker batches take
-//! turns (`WorkerConfig::ordered`); across workers nothing but this bound
-//! keeps one from running through the stream while entries before it wait
-//! elsewhere — the entries of a worker that died (stranded until its
-//! liveness key expires and a peer reclaims them, [`super::liveness`]), or
-//! the retries of a peer that Redis failed longer than this one.
+//! copy and marks the original its duplicate. Three rules keep the index
+//! calls in stream order whichever worker holds an entry:
 //!
-//! The bound holds the reader only, never a batch already read, so it cannot
-//! deadlock: the entry it waits for is in a peer's batch that finishes by
-//! itself (a live peer, however slow), is dead-lettered after
-//! `max_deliveries` (a poison entry), or is reclaimed by this very worker's
-//! scans, which go on while it waits (a dead peer). A single worker has no
-//! other consumer and never waits. In steady state the oldest entry pending
-//! elsewhere is the start of a peer's oldest batch in flight, and a worker
-//! reads about its own in-flight window past it: a slack of at least
-//! `max_in_flight` keeps the bound from slowing a healthy group.
+//! - [`Turns`]: a worker's batches decide by their first entry in the stream,
+//!   so entries taken over from a dead peer go before those read since;
+//! - before its index calls a batch waits until no other consumer holds an
+//!   entry before its first ([`oldest_elsewhere`], `wait_for_peers` in the
+//!   worker), bounded by two liveness bounds;
+//! - [`ReadLog`]: a worker reads new entries only while it has read fewer
+//!   than `worker.order_slack` entries past the oldest entry pending on
+//!   another consumer, so that it does not fill its window with batches that
+//!   all wait for a dead peer's entries.
+//!
+//! None can wait in a cycle: the oldest entry pending in the group is in a
+//! batch that waits for nobody — a live worker's (it finishes, however slowly),
+//! one that fails (its worker's scan takes it up again, and it is
+//! dead-lettered after `max_deliveries`), or a dead one's (a peer's scan,
+//! which goes on while the reader waits, takes it over). A single worker has
+//! no other consumer and never waits.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Value};
@@ -31,6 +34,9 @@ use redis::{RedisResult, Value};
 pub struct StreamId(u64, u64);
 
 impl StreamId {
+    /// Before every entry.
+    pub const MIN: StreamId = StreamId(0, 0);
+
     pub fn parse(id: &str) -> Option<StreamId> {
         let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
         Some(StreamId(ms.parse().ok()?, seq.parse().ok()?))
@@ -90,6 +96,73 @@ impl ReadLog {
     /// pending on another consumer (`None`: none).
     pub fn must_wait(&self, oldest: Option<StreamId>) -> bool {
         self.slack > 0 && oldest.is_some_and(|p| self.ahead_of(p) >= self.slack)
+    }
+}
+
+/// This worker's batches in the order they decide: by their first entry in
+/// the stream, not by when they were read, so that entries taken over from a
+/// dead peer (older than those in flight) go before the ones read since.
+#[derive(Debug, Default)]
+pub struct Turns {
+    waiting: Mutex<BTreeSet<(StreamId, u64)>>,
+    changed: Notify,
+    next: AtomicU64,
+}
+
+/// One batch's place in [`Turns`]; leaves it when dropped (done, failed or
+/// aborted).
+#[derive(Debug)]
+pub struct Turn {
+    turns: Arc<Turns>,
+    key: (StreamId, u64),
+}
+
+impl Turns {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, BTreeSet<(StreamId, u64)>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A batch whose first entry is `first` joins.
+    pub fn enter(self: &Arc<Self>, first: StreamId) -> Turn {
+        let key = (first, self.next.fetch_add(1, Ordering::Relaxed));
+        self.waiting().insert(key);
+        Turn {
+            turns: self.clone(),
+            key,
+        }
+    }
+}
+
+impl Turn {
+    /// The batch's first entry.
+    pub fn first(&self) -> StreamId {
+        self.key.0
+    }
+
+    /// Whether no batch of this worker before this one is still to decide.
+    pub fn is_first(&self) -> bool {
+        self.turns.waiting().first() == Some(&self.key)
+    }
+
+    /// Wait until no batch of this worker before this one in the stream is
+    /// still to decide.
+    pub async fn wait(&self) {
+        loop {
+            let changed = self.turns.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.turns.waiting().first() == Some(&self.key) {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.turns.waiting().remove(&self.key);
+        self.turns.changed.notify_waiters();
     }
 }
 
@@ -209,6 +282,26 @@ mod tests {
         free.record(["11-0", "12-0", "13-0"]);
         assert!(!free.may_hold());
         assert!(!free.must_wait(p));
+    }
+
+    #[tokio::test]
+    async fn batches_decide_in_stream_order_whatever_order_they_were_read_in() {
+        let turns = Arc::new(Turns::default());
+        let late = turns.enter(StreamId::parse("20-0").unwrap());
+        let early = turns.enter(StreamId::parse("10-0").unwrap());
+        let waiter = tokio::spawn(async move {
+            late.wait().await;
+            late.first()
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the later batch waits");
+        early.wait().await;
+        drop(early);
+        let first = tokio::time::timeout(std::time::Duration::from_secs(60), waiter)
+            .await
+            .expect("its turn comes")
+            .unwrap();
+        assert_eq!(first, StreamId::parse("20-0").unwrap());
     }
 
     #[test]
