@@ -442,10 +442,11 @@ fn redis_out_of_memory_and_lifted() {
 
 /// Order across workers: an original stranded on a dead consumer is decided
 /// before its copy, read by a live worker far later in the stream. The worker
-/// reads `order_slack` (256 by default) entries past the stranded one, then
-/// waits until it has taken it over (liveness TTL + scan) and decided it; only
-/// then does it read on and reach the copy. With no bound
-/// (`SIMDEDUP_WORKER__ORDER_SLACK=0`) it decides the copy first: the copy is
+/// reads `order_slack` (256) entries past the stranded one and stops; its
+/// batches wait for earlier entries held elsewhere; its scan takes the
+/// original over (liveness TTL + scan) and decides it first. Either rule alone
+/// keeps the order here; with both off (`SIMDEDUP_WORKER__ORDER_SLACK=0
+/// SIMDEDUP_WORKER__ORDER_ACROSS_WORKERS=false`) this test fails: the copy is
 /// kept and the original marked its duplicate.
 #[test]
 fn an_original_stranded_on_a_dead_consumer_is_decided_before_its_copy() {
