@@ -439,3 +439,86 @@ fn redis_out_of_memory_and_lifted() {
         a.metric("simdedup_redis_outages_total") + b.metric("simdedup_redis_outages_total") >= 1
     );
 }
+
+/// Order across workers: an original stranded on a dead consumer is decided
+/// before its copy, read by a live worker far later in the stream. The worker
+/// reads `order_slack` (256) entries past the stranded one and stops; its
+/// batches wait for earlier entries held elsewhere; its scan takes the
+/// original over (liveness TTL + scan) and decides it first. Either rule alone
+/// keeps the order here; with both off (`SIMDEDUP_WORKER__ORDER_SLACK=0
+/// SIMDEDUP_WORKER__ORDER_ACROSS_WORKERS=false`) this test fails: the copy is
+/// kept and the original marked its duplicate.
+#[test]
+fn an_original_stranded_on_a_dead_consumer_is_decided_before_its_copy() {
+    let redis = Redis::start();
+    let keys = Keys::new("order");
+    let mut conn = redis.connection();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(keys.input_stream())
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut conn)
+        .unwrap();
+    let original = article_text(1, 0);
+    xadd(
+        &mut conn,
+        &keys,
+        &[("id", b"original"), ("text", original.as_bytes())],
+    );
+    // "ghost" reads the original and dies (it never had a liveness key).
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg("ghost")
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(keys.input_stream())
+        .arg(">")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(consumer_pending(&mut conn, &keys, "ghost"), 1);
+    // More than the slack plus a batch of other articles, then the copy.
+    let fillers = 256 + 128 + 16;
+    for g in 0..fillers {
+        let text = article_text(1000 + g, 0);
+        let id = format!("filler-{g}");
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id.as_bytes()), ("text", text.as_bytes())],
+        );
+    }
+    let copy = article_text(1, 1);
+    xadd(
+        &mut conn,
+        &keys,
+        &[("id", b"copy"), ("text", copy.as_bytes())],
+    );
+    let total = fillers as usize + 2;
+
+    let w = Worker::spawn(&redis, "order", "w");
+    wait_until("one output per input, nothing pending", LIMIT, || {
+        outputs(&mut conn, &keys) >= total && pending(&mut conn, &keys, GROUP) == 0
+    });
+    let outs = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(outs.len(), total, "exactly one output per input");
+    let verdict = |id: &str| {
+        outs.iter()
+            .map(|(_, f)| f)
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("an output for {id}"))
+            .clone()
+    };
+    let (o, c) = (verdict("original"), verdict("copy"));
+    assert_eq!(o["verdict"], "unique", "the original is kept: {o:?}");
+    assert_eq!(
+        c["verdict"], "duplicate",
+        "the copy is its duplicate: {c:?}"
+    );
+    assert_eq!(c["dup_of"], "original");
+    assert!(w.metric("simdedup_order_waits_total") > 0);
+    assert_eq!(w.metric("simdedup_claimed_total"), 1);
+}

@@ -7,9 +7,11 @@
 //! and one line is logged when that starts and one when it ends, however many
 //! entries are waiting meanwhile (each keeps its place and its delivery count).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use super::metrics::Metrics;
 
@@ -22,6 +24,9 @@ pub struct Health {
     /// The main loop is running.
     pub alive: AtomicBool,
     failing: Mutex<Failing>,
+    /// Calls that were failing and are no longer (see [`Health::pause`]).
+    recoveries: AtomicU64,
+    recovered: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +104,30 @@ impl Health {
     pub fn still(&self, reason: &str) {
         self.failing().reason = reason.to_owned();
     }
+
+    /// How many failing calls have ended so far: read it before an attempt,
+    /// pass it to [`Health::pause`] after a failure.
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries.load(Ordering::Acquire)
+    }
+
+    /// Wait `delay` before the next attempt of a failing call, or less: until
+    /// some other failing call of this worker ends (succeeds) after `seen`
+    /// was read. When Redis comes back every held call then tries again at
+    /// once, not each after its own backoff: the entries held resume
+    /// together, in their order, rather than later ones first.
+    pub async fn pause(&self, seen: u64, delay: Duration) {
+        let woken = self.recovered.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if self.recoveries() != seen {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = woken => {}
+        }
+    }
 }
 
 /// A call failing with a transient error; see [`Health::trouble`].
@@ -107,6 +136,8 @@ pub struct Trouble(Arc<Health>);
 
 impl Drop for Trouble {
     fn drop(&mut self) {
+        self.0.recoveries.fetch_add(1, Ordering::AcqRel);
+        self.0.recovered.notify_waiters();
         let mut failing = self.0.failing();
         failing.calls -= 1;
         if failing.calls == 0 {
@@ -144,5 +175,30 @@ mod tests {
         assert!(health.available_for().is_some());
         let _c = health.trouble("LOADING", &metrics, 0);
         assert_eq!(metrics.redis_outages.get(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_call_that_recovers_wakes_the_others_held() {
+        let (health, metrics) = (Arc::new(Health::default()), Metrics::default());
+        health.started();
+        let first = health.trouble("OOM", &metrics, 2);
+        let seen = health.recoveries();
+        let held = {
+            let h = health.clone();
+            tokio::spawn(async move { h.pause(seen, Duration::from_secs(3600)).await })
+        };
+        tokio::task::yield_now().await;
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(60), held)
+            .await
+            .expect("woken, not after its backoff")
+            .unwrap();
+        // A recovery between the attempt and the pause is not missed.
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            health.pause(seen, Duration::from_secs(3600)),
+        )
+        .await
+        .expect("returns at once");
     }
 }

@@ -48,7 +48,9 @@ pub enum Reclaimed {
     Alive,
     /// Dead and holding nothing: removed from the group.
     Removed,
-    /// Dead: these of its entries are now ours.
+    /// Dead: these of its entries are now ours, in stream order; those
+    /// deleted from the stream meanwhile come without fields (still pending
+    /// on the dead consumer until their rejection is committed).
     Claimed(Vec<RawEntry>),
 }
 
@@ -215,13 +217,22 @@ fn parse_reclaim(v: &Value) -> Result<Reclaimed, ReplyError> {
     match parts.first().and_then(int) {
         Some(0) => Ok(Reclaimed::Alive),
         Some(1) => Ok(Reclaimed::Removed),
-        Some(2) => Ok(Reclaimed::Claimed(
-            parts
+        Some(2) => {
+            let mut entries = parts
                 .get(1)
                 .map(parse_entry_list)
                 .transpose()?
-                .unwrap_or_default(),
-        )),
+                .unwrap_or_default();
+            if let Some(Value::Array(deleted)) = parts.get(2) {
+                entries.extend(deleted.iter().filter_map(text).map(|id| RawEntry {
+                    id,
+                    fields: None,
+                    deliveries: 1,
+                }));
+                entries.sort_by_key(|e| super::order::StreamId::parse(&e.id));
+            }
+            Ok(Reclaimed::Claimed(entries))
+        }
         _ => Err(ReplyError(format!("reclaim: {v:?}"))),
     }
 }
@@ -269,10 +280,16 @@ mod tests {
         let alive = Value::Array(vec![Value::Int(0), Value::Array(vec![])]);
         assert_eq!(parse_reclaim(&alive).unwrap(), Reclaimed::Alive);
         let entry = Value::Array(vec![bulk("1-0"), Value::Array(vec![bulk("id"), bulk("a")])]);
-        let claimed = Value::Array(vec![Value::Int(2), Value::Array(vec![entry])]);
+        let claimed = Value::Array(vec![
+            Value::Int(2),
+            Value::Array(vec![entry]),
+            Value::Array(vec![bulk("0-5")]),
+        ]);
         let Reclaimed::Claimed(entries) = parse_reclaim(&claimed).unwrap() else {
             panic!("claimed");
         };
-        assert_eq!(entries[0].field("id"), Some(&b"a"[..]));
+        assert_eq!(entries[0].id, "0-5", "in stream order");
+        assert!(entries[0].fields.is_none(), "deleted from the stream");
+        assert_eq!(entries[1].field("id"), Some(&b"a"[..]));
     }
 }

@@ -76,6 +76,12 @@ pub struct Metrics {
     rejected: Family<RejectedLabels, Counter>,
     pub replayed: Counter,
     pub claimed: Counter,
+    /// Times the reader stopped reading new entries, `order_slack` past an
+    /// entry pending on another consumer, or a batch waited for an earlier
+    /// one held elsewhere (`order.rs`).
+    pub order_waits: Counter,
+    /// Milliseconds it spent so.
+    pub order_wait_ms: Counter,
     pub dead_letters: Counter,
     /// Output entries not written because the input entry was already acked
     /// (another worker finished it first): the exactly-once guard at work.
@@ -105,6 +111,8 @@ impl Default for Metrics {
             rejected: Family::default(),
             replayed: Counter::default(),
             claimed: Counter::default(),
+            order_waits: Counter::default(),
+            order_wait_ms: Counter::default(),
             dead_letters: Counter::default(),
             commit_skipped: Counter::default(),
             redis_errors: Counter::default(),
@@ -154,6 +162,16 @@ impl Metrics {
                 "simdedup_claimed",
                 "Entries taken over from consumers whose liveness key expired",
                 &self.claimed,
+            ),
+            (
+                "simdedup_order_waits",
+                "Times the reader (order_slack past) or a batch waited for an earlier entry pending on another consumer",
+                &self.order_waits,
+            ),
+            (
+                "simdedup_order_wait_milliseconds",
+                "Time the reader and batches spent waiting for earlier entries pending on other consumers",
+                &self.order_wait_ms,
             ),
             (
                 "simdedup_dead_letters",
@@ -329,6 +347,8 @@ mod tests {
             "simdedup_rejected_total",
             "simdedup_replayed_total",
             "simdedup_claimed_total",
+            "simdedup_order_waits_total",
+            "simdedup_order_wait_milliseconds_total",
             "simdedup_dead_letters_total",
             "simdedup_commit_skipped_total",
             "simdedup_redis_errors_total",

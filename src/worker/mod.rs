@@ -35,6 +35,7 @@ pub mod health;
 pub mod http;
 pub mod liveness;
 pub mod metrics;
+pub mod order;
 pub mod output;
 pub mod service;
 pub mod shutdown;
@@ -49,7 +50,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use redis::{RedisError, Value};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::article::{EventTimeBounds, Rejection};
@@ -65,6 +66,7 @@ pub use health::Health;
 use health::Trouble;
 use liveness::{Liveness, Reclaimed};
 use metrics::Metrics;
+use order::ReadLog;
 use output::{emit_for, Resolution};
 use shutdown::Shutdown;
 use stream::{parse_entry, parse_xpending_range, parse_xreadgroup, RawEntry, Request};
@@ -85,6 +87,21 @@ pub struct WorkerConfig {
     /// crashes leaves for its peers to take over, decided after the entries
     /// read meanwhile: keep it at a few batches.
     pub max_in_flight: usize,
+    /// Entries a worker reads past the oldest entry pending on another
+    /// consumer of the group, at most; then it reads no new entry until that
+    /// one is done ([`order`]). Keeps verdicts in stream order across workers
+    /// when one falls behind — a worker killed (its entries stranded until a
+    /// peer reclaims them), a peer's retries after an outage — at the cost of
+    /// a pause of the others meanwhile. At least `max_in_flight`, so that
+    /// healthy peers never wait on each other's batches; 0: no bound.
+    pub order_slack: usize,
+    /// When `ordered`: a batch also waits, before its index calls, until no
+    /// other consumer holds an entry before its first ([`order`]), so that
+    /// the batches of different workers decide in stream order, as `scan`
+    /// would; fingerprinting and commits still overlap. Off: batches of
+    /// different workers decide concurrently, and a copy read by one worker
+    /// may be decided before its original held by another.
+    pub order_across_workers: bool,
     /// Decide this worker's entries in stream order: batches take turns at the
     /// index and a batch's entries go one after another, so a copy is never
     /// decided before an original this worker read earlier (what `scan` does).
@@ -148,6 +165,8 @@ impl Default for WorkerConfig {
             consumer: String::new(),
             batch_size: 128,
             max_in_flight: 256,
+            order_slack: 256,
+            order_across_workers: true,
             ordered: true,
             index_concurrency: 32,
             pipeline: 16,
@@ -226,6 +245,10 @@ impl WorkerConfig {
     }
 }
 
+/// How often a reader held by `order_slack` looks again, milliseconds (at
+/// most: the claim interval if shorter).
+const ORDER_POLL_MS: u64 = 20;
+
 /// Errors that stop a worker (everything transient is retried inside).
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -290,6 +313,9 @@ struct Shared<I> {
     /// history read does not start a second copy of the same work.
     in_flight: Mutex<HashSet<String>>,
     index_permits: Semaphore,
+    /// The input stream and this worker's consumer name.
+    stream: String,
+    consumer: String,
 }
 
 impl<I: Index + 'static> Worker<I> {
@@ -403,6 +429,8 @@ impl<I: Index + 'static> Worker<I> {
             },
             in_flight: Mutex::new(HashSet::new()),
             index_permits: Semaphore::new(cfg.index_concurrency),
+            stream: self.keys.input_stream(),
+            consumer: self.consumer.clone(),
         });
         let liveness = Liveness::new(&self.keys, &cfg.group, &self.consumer, cfg.liveness_ttl_ms);
         // Liveness key, group and script, retried until they work (Redis may
@@ -442,10 +470,14 @@ impl<I: Index + 'static> Worker<I> {
         let mut tasks: JoinSet<(u64, u64)> = JoinSet::new();
         // Batches take turns at the index in read order: each waits for the one
         // read before it (see `WorkerConfig::ordered`).
-        let mut last_turn: Option<oneshot::Receiver<()>> = None;
+        let turns = Arc::new(order::Turns::default());
         let mut summary = RunSummary::default();
         // First read our own pending history (a restart under the same name).
         let mut read_history = true;
+        // New entries read, for the bound on order across workers.
+        let mut read_log = ReadLog::new(cfg.order_slack);
+        // Since when the reader waits for an entry pending elsewhere.
+        let mut waiting_since: Option<Instant> = None;
         let mut next_claim = Instant::now();
         let mut backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
         // Held while the reader's calls fail with a transient error.
@@ -459,9 +491,12 @@ impl<I: Index + 'static> Worker<I> {
                 p = permits.clone().acquire_many_owned(batch) => p.expect("semaphore never closed"),
                 _ = shutdown.recv() => break,
             };
+            let seen = self.health.recoveries();
             let now = Instant::now();
+            // Whether this round read new entries (or was held from it).
+            let mut fresh = false;
             let result = if read_history {
-                self.read(&mut reader, "0", false).await
+                self.read(&mut reader, "0", false).await.map(Some)
             } else if now >= next_claim {
                 next_claim = now + Duration::from_millis(cfg.claim_interval_ms);
                 self.refresh_gauges(&mut reader).await;
@@ -469,16 +504,45 @@ impl<I: Index + 'static> Worker<I> {
                     // A full batch: there may be more, look again at once.
                     Ok(entries) if entries.len() >= cfg.batch_size => {
                         next_claim = now;
-                        Ok(entries)
+                        Ok(Some(entries))
                     }
-                    Ok(entries) if entries.is_empty() => self.read(&mut reader, ">", true).await,
-                    other => other,
+                    Ok(entries) if entries.is_empty() => {
+                        fresh = true;
+                        self.read_new(&mut reader, &mut read_log).await
+                    }
+                    other => other.map(Some),
                 }
             } else {
-                self.read(&mut reader, ">", true).await
+                fresh = true;
+                self.read_new(&mut reader, &mut read_log).await
             };
             let entries = match result {
-                Ok(entries) => {
+                Ok(None) => {
+                    // Too far past an entry pending elsewhere: wait (the
+                    // scans for dead peers' entries go on meanwhile).
+                    trouble = None;
+                    if waiting_since.is_none() {
+                        waiting_since = Some(Instant::now());
+                        self.metrics.order_waits.inc();
+                        tracing::debug!(
+                            slack = cfg.order_slack,
+                            "read the slack past an entry pending on another consumer: waiting for it"
+                        );
+                    }
+                    drop(held);
+                    let pause = Duration::from_millis(cfg.claim_interval_ms.min(ORDER_POLL_MS));
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = shutdown.recv() => {}
+                    }
+                    continue;
+                }
+                Ok(Some(entries)) => {
+                    if let Some(since) = waiting_since.take_if(|_| fresh) {
+                        self.metrics
+                            .order_wait_ms
+                            .inc_by(since.elapsed().as_millis() as u64);
+                    }
                     trouble = None;
                     backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
                     entries
@@ -503,7 +567,7 @@ impl<I: Index + 'static> Worker<I> {
                     // to us: the next scan finds them (`take_over`).
                     drop(held);
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                        _ = self.health.pause(seen, backoff.next_delay()) => {}
                         _ = shutdown.recv() => {}
                     }
                     continue;
@@ -532,11 +596,8 @@ impl<I: Index + 'static> Worker<I> {
             }
             self.metrics.in_flight.inc_by(entries.len() as i64);
             let shared = shared.clone();
-            let (turn_done, next_turn) = oneshot::channel();
-            let turn = Turn {
-                wait: last_turn.replace(next_turn),
-                done: turn_done,
-            };
+            let first = order::StreamId::parse(&entries[0].id).unwrap_or(order::StreamId::MIN);
+            let turn = turns.enter(first);
             tasks.spawn(async move { process_batch(shared, entries, held, turn).await });
         }
         drop(trouble);
@@ -649,6 +710,27 @@ impl<I: Index + 'static> Worker<I> {
         Ok(entries)
     }
 
+    /// New entries (XREADGROUP `>`), unless this worker has read
+    /// `order_slack` entries past the oldest entry pending on another
+    /// consumer: then `None` ([`order`]).
+    async fn read_new(
+        &self,
+        conn: &mut Conn,
+        log: &mut ReadLog,
+    ) -> Result<Option<Vec<RawEntry>>, RedisError> {
+        if log.may_hold() {
+            let stream = self.keys.input_stream();
+            let oldest =
+                order::oldest_elsewhere(conn, &stream, &self.config.group, &self.consumer).await?;
+            if log.must_wait(oldest) {
+                return Ok(None);
+            }
+        }
+        let entries = self.read(conn, ">", true).await?;
+        log.record(entries.iter().map(|e| e.id.as_str()));
+        Ok(Some(entries))
+    }
+
     /// Up to a batch of entries to take up: first our own pending entries no
     /// task holds (a task gave up on them, or a read's reply was lost), then
     /// those of consumers whose liveness key expired ([`liveness`]), once
@@ -674,15 +756,36 @@ impl<I: Index + 'static> Worker<I> {
         };
         let mut entries = Vec::new();
         if !orphans.is_empty() {
-            let reply: Value = redis::cmd("XCLAIM")
-                .arg(self.keys.input_stream())
-                .arg(&self.config.group)
-                .arg(&self.consumer)
-                .arg(0)
-                .arg(&orphans)
-                .query_async(conn)
-                .await?;
-            entries = stream::parse_entry_list(&reply).map_err(reply_error)?;
+            // XCLAIM drops an entry deleted from the stream (XDEL, trimming)
+            // from the pending list without a word: those are left pending
+            // and answered `entry_deleted`, which acks them.
+            let stream = self.keys.input_stream();
+            let mut pipe = redis::pipe();
+            for id in &orphans {
+                pipe.cmd("XRANGE").arg(&stream).arg(id).arg(id);
+            }
+            let found: Vec<Value> = pipe.query_async(conn).await?;
+            let (present, gone): (Vec<_>, Vec<_>) = orphans
+                .into_iter()
+                .zip(found)
+                .partition(|(_, v)| matches!(v, Value::Array(a) if !a.is_empty()));
+            if !present.is_empty() {
+                let reply: Value = redis::cmd("XCLAIM")
+                    .arg(&stream)
+                    .arg(&self.config.group)
+                    .arg(&self.consumer)
+                    .arg(0)
+                    .arg(present.iter().map(|(id, _)| id).collect::<Vec<_>>())
+                    .query_async(conn)
+                    .await?;
+                entries = stream::parse_entry_list(&reply).map_err(reply_error)?;
+            }
+            entries.extend(gone.into_iter().map(|(id, _)| RawEntry {
+                id,
+                fields: None,
+                deliveries: 1,
+            }));
+            entries.sort_by_key(|e| order::StreamId::parse(&e.id));
             tracing::info!(
                 count = entries.len(),
                 "taking up own pending entries no task holds"
@@ -930,6 +1033,7 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
     let mut trouble: Option<Trouble> = None;
     loop {
         let started = Instant::now();
+        let seen = shared.health.recoveries();
         let result: Result<Resolution, IndexError> = match &prepared {
             Prepared::Ready(r) => return Some(r.clone()),
             Prepared::Check(entry, insert) => {
@@ -979,7 +1083,7 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
                     None => trouble = Some(shared.trouble(reason)),
                 }
                 tracing::debug!(%why, "index unavailable; retrying");
-                tokio::time::sleep(backoff.next_delay()).await;
+                shared.health.pause(seen, backoff.next_delay()).await;
             }
             Err(IndexError::Contention { attempts }) if attempt < 5 => {
                 shared.metrics.index_retries.inc();
@@ -1069,20 +1173,62 @@ fn may_interact(a: &IndexEntry, b: &IndexEntry) -> bool {
     meet::may_meet(&a.id, &a.fingerprint, &b.id, &b.fingerprint)
 }
 
-/// A batch's turn at the index: wait for the batch read before it to finish its
-/// index calls, then let the next one go. A batch that fails drops `done`, which
-/// also lets the next one go.
-struct Turn {
-    wait: Option<oneshot::Receiver<()>>,
-    done: oneshot::Sender<()>,
+/// Wait, before a batch's index calls, until no other consumer of the group
+/// holds an entry before `first` ([`order`]): batches of different workers
+/// decide in stream order too. At most two liveness bounds (TTL + claim
+/// interval): by then an entry held by a dead peer has been taken over, and
+/// past it the batch goes on rather than wait for one that never moves.
+/// Meanwhile entries taken over from a dead peer may come in before this
+/// batch: then it gives them its turn.
+async fn wait_for_peers<I: Index>(shared: &Shared<I>, turn: &order::Turn) {
+    let cfg = &shared.config;
+    if !cfg.order_across_workers {
+        return;
+    }
+    let first = turn.first();
+    let bound = Duration::from_millis(2 * (cfg.liveness_ttl_ms + cfg.claim_interval_ms));
+    let started = Instant::now();
+    let mut waited = false;
+    loop {
+        if !turn.is_first() {
+            turn.wait().await;
+        }
+        let mut c = shared.conn.clone();
+        match order::oldest_elsewhere(&mut c, &shared.stream, &cfg.group, &shared.consumer).await {
+            Ok(Some(p)) if p < first => {}
+            // Nothing before it elsewhere; or Redis failed: the index call
+            // meets that failure and holds the batch itself.
+            _ => break,
+        }
+        if started.elapsed() >= bound {
+            tracing::warn!(
+                waited_ms = started.elapsed().as_millis() as u64,
+                "another consumer still holds an earlier entry: deciding this batch anyway"
+            );
+            break;
+        }
+        waited = true;
+        tokio::time::sleep(Duration::from_millis(PEER_POLL_MS)).await;
+    }
+    if waited {
+        shared.metrics.order_waits.inc();
+        shared
+            .metrics
+            .order_wait_ms
+            .inc_by(started.elapsed().as_millis() as u64);
+    }
 }
+
+/// How often a batch waiting for an earlier entry held by another consumer
+/// looks again, milliseconds.
+const PEER_POLL_MS: u64 = 2;
 
 /// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
 async fn process_batch<I: Index + 'static>(
     shared: Arc<Shared<I>>,
     entries: Vec<RawEntry>,
     permits: OwnedSemaphorePermit,
-    turn: Turn,
+    turn: order::Turn,
 ) -> (u64, u64) {
     let n = entries.len();
     let result = run_batch(&shared, entries, turn).await;
@@ -1094,7 +1240,7 @@ async fn process_batch<I: Index + 'static>(
 async fn run_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: Vec<RawEntry>,
-    turn: Turn,
+    turn: order::Turn,
 ) -> (u64, u64) {
     // CPU work off the async threads: the fingerprinting pool spreads the
     // batch over the cores, at a lower priority (`fingerprint_pool`).
@@ -1127,17 +1273,17 @@ async fn finish_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: Vec<RawEntry>,
     prepared: Vec<Prepared>,
-    turn: Turn,
+    turn: order::Turn,
 ) -> (u64, u64) {
     let mut resolutions: Vec<Option<Resolution>> = Vec::with_capacity(entries.len());
     if shared.config.ordered {
-        // Our turn comes when the batch read before ours has made its index calls
-        // (or failed); then ours, one after another, in stream order.
-        if let Some(wait) = turn.wait {
-            let _ = wait.await;
-        }
+        // Our turn comes when every batch of ours before it in the stream has
+        // made its index calls (or failed), and no other consumer holds an
+        // entry before it; then ours, one after another, in stream order.
+        turn.wait().await;
+        wait_for_peers(shared, &turn).await;
         resolve_in_order(shared, prepared, &mut resolutions).await;
-        let _ = turn.done.send(());
+        drop(turn);
     } else {
         // Index calls, concurrently (bounded by `index_permits`), started in stream order.
         drop(turn);
@@ -1201,6 +1347,7 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
     let mut trouble: Option<Trouble> = None;
     loop {
         let started = Instant::now();
+        let seen = shared.health.recoveries();
         let mut conn = shared.conn.clone();
         match shared.committer.commit(&mut conn, chunk).await {
             Ok(flags) => {
@@ -1220,7 +1367,7 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
                 } else {
                     tracing::warn!(error = %e, "commit failed; retrying");
                 }
-                tokio::time::sleep(backoff.next_delay()).await;
+                shared.health.pause(seen, backoff.next_delay()).await;
             }
         }
     }
