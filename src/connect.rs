@@ -250,7 +250,9 @@ impl Conn {
             Target::Sentinel(t) => {
                 let conn = SentinelConn::new(&t, options).map_err(|e| bad(e.to_string()))?;
                 conn.current().await.map_err(down)?;
-                Ok(Conn::Sentinel(Arc::new(conn)))
+                let conn = Arc::new(conn);
+                SentinelConn::follow(&conn);
+                Ok(Conn::Sentinel(conn))
             }
             Target::Nodes(seeds) => {
                 let cluster = match options.topology {
@@ -359,18 +361,53 @@ async fn detect_cluster(seeds: &[String], options: &ConnectOptions) -> RedisResu
     Err(last.expect("at least one seed"))
 }
 
+/// How often each connection asks a sentinel which node is the primary. A
+/// failover requested with `SENTINEL FAILOVER` leaves the old primary
+/// answering as a primary until the sentinels turn it into a replica (their
+/// next look at it, up to 10 s later): nothing the old node says shows the
+/// switch, so the connection has to ask.
+pub const SENTINEL_POLL: Duration = Duration::from_millis(250);
+
 /// The primary of a Sentinel-monitored group. Holds one multiplexed connection
-/// to the primary the sentinels last named; a dropped connection makes the
-/// next command ask them again, and a `READONLY` reply (the node was demoted:
-/// the command did not run) asks them again and runs the command once more on
-/// the new primary.
+/// to the primary the sentinels last named. It is dropped, and the sentinels
+/// asked again by the next command, when it fails (a dropped connection), when
+/// it answers `READONLY` (the node was demoted: the command did not run, and
+/// runs once more on the new primary), or when a sentinel names another node
+/// (asked every [`SENTINEL_POLL`]); the commands then in flight on it,
+/// a blocking read among them, end with a transient error at once.
 pub struct SentinelConn {
     /// Asking the sentinels, one task at a time.
     sentinels: tokio::sync::Mutex<SentinelClient>,
     config: AsyncConnectionConfig,
-    /// The connection in use and how many times the primary was looked up, so
-    /// that of several tasks seeing one failure only the first asks again.
-    primary: SyncMutex<(u64, Option<MultiplexedConnection>)>,
+    /// The connection in use, the primary's address, and how many times the
+    /// primary was looked up, so that of several tasks seeing one failure
+    /// only the first asks again.
+    primary: SyncMutex<(u64, Option<Primary>)>,
+    /// The last generation dropped: in-flight commands of it give up.
+    dropped: tokio::sync::watch::Sender<u64>,
+    /// A connection to one sentinel, for [`SentinelConn::follow`].
+    watch: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    master: String,
+}
+
+/// The connection in use and the address of its node.
+struct Primary {
+    conn: MultiplexedConnection,
+    addr: (String, u16),
+}
+
+fn host_port(addr: &ConnectionAddr) -> (String, u16) {
+    match addr {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            (host.clone(), *port)
+        }
+        other => (other.to_string(), 0),
+    }
+}
+
+/// A failure that says "not now": the worker and the index retry it.
+fn not_now(why: &'static str) -> RedisError {
+    RedisError::from(std::io::Error::new(std::io::ErrorKind::NotConnected, why))
 }
 
 impl SentinelConn {
@@ -412,49 +449,141 @@ impl SentinelConn {
                 .set_connection_timeout(Some(options.connection_timeout))
                 .set_response_timeout(Some(options.response_timeout)),
             primary: SyncMutex::new((0, None)),
+            dropped: tokio::sync::watch::Sender::new(0),
+            watch: tokio::sync::Mutex::new(None),
+            master: t.master.clone(),
         })
+    }
+
+    /// Ask a sentinel every [`SENTINEL_POLL`] which node is the primary, and
+    /// drop the connection when it names another, for as long as `conn` is
+    /// in use.
+    fn follow(conn: &Arc<SentinelConn>) {
+        let weak = Arc::downgrade(conn);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SENTINEL_POLL).await;
+                let Some(conn) = weak.upgrade() else {
+                    return;
+                };
+                if let Err(e) = conn.check().await {
+                    tracing::debug!(error = %e, "asking a sentinel for the primary failed");
+                    *conn.watch.lock().await = None;
+                }
+            }
+        });
+    }
+
+    /// Drop the connection if a sentinel names a primary other than its node.
+    async fn check(&self) -> RedisResult<()> {
+        let (generation, addr) = match &*self.primary.lock().expect("not poisoned") {
+            (generation, Some(p)) => (*generation, p.addr.clone()),
+            _ => return Ok(()),
+        };
+        let mut watch = self.watch.lock().await;
+        if watch.is_none() {
+            let client = self
+                .sentinels
+                .lock()
+                .await
+                .async_get_sentinel_client()
+                .await?;
+            *watch = Some(
+                client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await?,
+            );
+        }
+        let named: Option<(String, u16)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&self.master)
+            .query_async(watch.as_mut().expect("just set"))
+            .await?;
+        if named.is_some_and(|named| named != addr) {
+            tracing::warn!(
+                "the sentinels name a new Redis primary; leaving {}:{}",
+                addr.0,
+                addr.1
+            );
+            self.forget(generation);
+        }
+        Ok(())
     }
 
     /// The connection to the current primary, looked up if there is none.
     async fn current(&self) -> RedisResult<(u64, MultiplexedConnection)> {
-        if let (generation, Some(c)) = &*self.primary.lock().expect("not poisoned") {
-            return Ok((*generation, c.clone()));
+        if let (generation, Some(p)) = &*self.primary.lock().expect("not poisoned") {
+            return Ok((*generation, p.conn.clone()));
         }
         let mut sentinels = self.sentinels.lock().await;
         // Another task may have looked it up while this one waited.
         let generation = {
             let guard = self.primary.lock().expect("not poisoned");
-            if let (generation, Some(c)) = &*guard {
-                return Ok((*generation, c.clone()));
+            if let (generation, Some(p)) = &*guard {
+                return Ok((*generation, p.conn.clone()));
             }
             guard.0
         };
-        let conn = sentinels
-            .get_async_connection_with_config(&self.config)
+        let client = sentinels.async_get_client().await.map_err(|e| {
+            if e.kind() == ErrorKind::MasterNameNotFoundBySentinel {
+                // Midway through a failover: no node answers as the primary yet.
+                not_now("no node the sentinels name answers as the primary yet")
+            } else {
+                e
+            }
+        })?;
+        let addr = host_port(client.get_connection_info().addr());
+        let conn = client
+            .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
         let mut guard = self.primary.lock().expect("not poisoned");
-        *guard = (generation + 1, Some(conn.clone()));
+        *guard = (
+            generation + 1,
+            Some(Primary {
+                conn: conn.clone(),
+                addr,
+            }),
+        );
         Ok((generation + 1, conn))
     }
 
-    /// Forget the connection of `generation` (not a newer one).
+    /// Forget the connection of `generation` (not a newer one), and end the
+    /// commands in flight on it.
     fn forget(&self, generation: u64) {
         let mut guard = self.primary.lock().expect("not poisoned");
         if guard.0 == generation {
             guard.1 = None;
+            self.dropped.send_replace(generation);
+        }
+    }
+
+    /// `request` on the connection of `generation`, ended early if that
+    /// connection is dropped meanwhile.
+    async fn send_on(
+        &self,
+        generation: u64,
+        conn: &mut MultiplexedConnection,
+        request: Request<'_>,
+    ) -> RedisResult<Vec<Value>> {
+        let mut dropped = self.dropped.subscribe();
+        tokio::select! {
+            r = request.send(conn) => r,
+            _ = dropped.wait_for(|g| *g >= generation) => {
+                Err(not_now("the sentinels named a new primary"))
+            }
         }
     }
 
     async fn send(&self, request: Request<'_>) -> RedisResult<Vec<Value>> {
         let (generation, mut conn) = self.current().await?;
-        match request.send(&mut conn).await {
+        match self.send_on(generation, &mut conn, request).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly) => {
                 self.forget(generation);
                 tracing::warn!(
                     "the Redis primary was demoted; asking the sentinels for the new one"
                 );
-                let (_, mut conn) = self.current().await?;
-                request.send(&mut conn).await
+                let (generation, mut conn) = self.current().await?;
+                self.send_on(generation, &mut conn, request).await
             }
             Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() => {
                 self.forget(generation);

@@ -35,12 +35,19 @@ async fn conformance_on_a_cluster_with_replicas() {
     conformance_cases!(on_cluster);
 }
 
+/// The workers ask for one replica's acknowledgement of every commit
+/// (`worker.wait_replicas`): `WAIT` reaches the primary of the namespace's
+/// slot, where the commit ran, whose replica answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_run_on_a_cluster() {
     let cluster = RedisCluster::start_with_replicas(3, 1);
     let key = Keys::new("clu").input_stream();
     let primary = || cluster.nodes[cluster.primary_for(&key)].connection();
-    ha_common::run(&cluster.nodes[1].url(), "clu", primary, None).await;
+    let config = simdedup::worker::WorkerConfig {
+        wait_replicas: 1,
+        ..worker_common::fast_config()
+    };
+    ha_common::run_with(&cluster.nodes[1].url(), "clu", primary, None, config).await;
 }
 
 /// `CLUSTER FAILOVER` on the replica of the namespace's primary while two

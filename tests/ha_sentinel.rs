@@ -78,3 +78,107 @@ async fn workers_survive_a_killed_primary_behind_sentinel() {
         report.failover_to_output.unwrap()
     );
 }
+
+/// `worker.wait_replicas`: with the replica asleep (`DEBUG SLEEP`), a commit
+/// runs on the primary but the worker holds its entry, asking `WAIT` again,
+/// until the replica has acknowledged it; then every entry is answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_wait_for_the_replicas_asked() {
+    use simdedup::keys::Keys;
+    use simdedup::settings::Settings;
+    use simdedup::worker::shutdown::ShutdownTrigger;
+    use simdedup::worker::{Worker, WorkerConfig};
+    use support::RedisServer;
+    use worker_common::*;
+
+    let primary = RedisServer::start();
+    let port = primary.port.to_string();
+    let replica = RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--enable-debug-command",
+        "yes",
+    ]);
+    support::wait_for(|| {
+        redis::cmd("INFO")
+            .arg("replication")
+            .query::<String>(&mut replica.connection())
+            .is_ok_and(|i| i.contains("master_link_status:up"))
+    });
+    let ns = "wait";
+    let keys = Keys::new(ns);
+    let index = RedisIndex::connect(
+        &primary.url(),
+        ns,
+        simdedup::decision::DecisionConfig::default(),
+        RedisIndexOptions::default(),
+    )
+    .await
+    .unwrap();
+    let config = WorkerConfig {
+        wait_replicas: 1,
+        wait_timeout_ms: 100,
+        ..fast_config()
+    };
+    let worker = Worker::new(
+        &primary.url(),
+        ns,
+        std::sync::Arc::new(index),
+        Settings::default().fingerprinter().unwrap(),
+        config,
+        1 << 20,
+    )
+    .unwrap();
+    let metrics = worker.metrics();
+    let (trigger, _) = ShutdownTrigger::new();
+    let handle = tokio::spawn(worker.run(trigger.subscribe()));
+    let out = keys.output_stream();
+    let mut conn = primary.connection();
+    tokio::task::block_in_place(|| {
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", b"a0"), ("text", article_text(0, 0).as_bytes())],
+        );
+        wait_until("the first output", ha_common::LIMIT, || {
+            xlen(&mut conn, &out) == 1
+        });
+        assert_eq!(metrics.replica_waits_timed_out.get(), 0);
+        // The replica stops answering for 3 s.
+        let mut sleeper = replica.connection();
+        let asleep = std::thread::spawn(move || {
+            redis::cmd("DEBUG")
+                .arg("SLEEP")
+                .arg(3)
+                .query::<()>(&mut sleeper)
+                .expect("DEBUG SLEEP")
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", b"a1"), ("text", article_text(1, 0).as_bytes())],
+        );
+        wait_until("the commit on the primary", ha_common::LIMIT, || {
+            xlen(&mut conn, &out) == 2
+        });
+        wait_until(
+            "a WAIT that timed out",
+            std::time::Duration::from_secs(2),
+            || metrics.replica_waits_timed_out.get() > 0,
+        );
+        assert_eq!(
+            metrics.in_flight.get(),
+            1,
+            "the entry is held while the replica has not acknowledged it"
+        );
+        asleep.join().unwrap();
+        wait_until("the entry released", ha_common::LIMIT, || {
+            metrics.in_flight.get() == 0
+        });
+    });
+    trigger.fire();
+    handle.await.unwrap().unwrap();
+    tokio::task::block_in_place(|| assert_exactly_once(&mut conn, &keys, "simdedup"));
+}

@@ -1,5 +1,8 @@
 //! The stream worker in-process, against a private redis-server: racing
-//! workers, bad input, ops, lost connections, graceful shutdown.
+//! workers, bad input, ops, lost connections, graceful shutdown. The core
+//! cases (racing workers, bad input and ops, stream order with pipelining,
+//! deletes and queries in their places) run on a Redis Cluster and behind
+//! Sentinel too ([`core_cases`]).
 //!
 //! The index is the embedded one shared by `Arc` (the workers of one process
 //! share it); what is under test here is the stream protocol: exactly one
@@ -20,7 +23,7 @@ use simdedup::settings::Settings;
 use simdedup::worker::output::MAX_DEAD_LETTER_FIELDS;
 use simdedup::worker::shutdown::ShutdownTrigger;
 use simdedup::worker::{RunSummary, Worker, WorkerConfig};
-use support::RedisServer;
+use support::{Deployment, RedisCluster, RedisServer, SentinelGroup};
 use worker_common::*;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -32,7 +35,7 @@ fn fingerprinter() -> Fingerprinter {
 type Handle = tokio::task::JoinHandle<RunSummary>;
 
 fn spawn_worker<I: Index + 'static>(
-    server: &RedisServer,
+    server: &impl Deployment,
     ns: &str,
     index: Arc<I>,
     fp: &Fingerprinter,
@@ -50,11 +53,10 @@ fn spawn_worker<I: Index + 'static>(
 }
 
 /// Wait in a blocking thread so the workers keep the runtime.
-async fn wait_for_outputs(server: &RedisServer, keys: &Keys, n: usize) {
-    let url = server.url();
+async fn wait_for_outputs(server: &impl Deployment, keys: &Keys, n: usize) {
+    let mut conn = server.connection_for(&keys.output_stream());
     let out = keys.output_stream();
     tokio::task::spawn_blocking(move || {
-        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
         wait_until(&format!("{n} outputs"), LIMIT, || {
             xlen(&mut conn, &out) >= n
         });
@@ -65,9 +67,36 @@ async fn wait_for_outputs(server: &RedisServer, keys: &Keys, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_workers_keep_exactly_one_per_group() {
-    let server = RedisServer::start();
-    let keys = Keys::new("race");
-    let mut conn = server.connection();
+    racing_workers(&RedisServer::start(), "race").await;
+}
+
+/// The core cases on a Redis Cluster of 3 primaries with a replica each,
+/// reached through one node's URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_cases_on_a_cluster() {
+    core_cases(&RedisCluster::start_with_replicas(3, 1)).await;
+}
+
+/// The core cases through `redis+sentinel://` (a primary, a replica, three
+/// sentinels).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_cases_behind_sentinel() {
+    core_cases(&SentinelGroup::start()).await;
+}
+
+/// The cases whose bodies say nothing of the topology, each in a namespace
+/// of its own.
+async fn core_cases(d: &impl Deployment) {
+    racing_workers(d, "race").await;
+    bad_input(d, "bad").await;
+    keeps_the_first_of_each_group(d, "first", redis_index(d, "first").await, 16).await;
+    deletes_and_queries_keep_their_places(d, "barrier", 16).await;
+}
+
+/// Three workers on one namespace, half the articles there before them.
+async fn racing_workers(server: &impl Deployment, ns: &str) {
+    let keys = Keys::new(ns);
+    let mut conn = server.connection_for(&keys.input_stream());
     // Half the articles exist before any worker (the group starts at 0)...
     let (groups, copies) = (12u64, 5u64);
     let mut all = Vec::new();
@@ -94,16 +123,7 @@ async fn racing_workers_keep_exactly_one_per_group() {
                 batch_size: 4,
                 ..fast_config()
             };
-            spawn_worker(
-                &server,
-                "race",
-                index.clone(),
-                &fp,
-                config,
-                &trigger,
-                1 << 20,
-            )
-            .0
+            spawn_worker(server, ns, index.clone(), &fp, config, &trigger, 1 << 20).0
         })
         .collect();
     // ...and half arrive while they run.
@@ -114,7 +134,7 @@ async fn racing_workers_keep_exactly_one_per_group() {
             &[("id", id.as_bytes()), ("text", text.as_bytes())],
         );
     }
-    wait_for_outputs(&server, &keys, all.len()).await;
+    wait_for_outputs(server, &keys, all.len()).await;
     trigger.fire();
     let mut emitted = 0;
     for h in handles {
@@ -145,9 +165,13 @@ async fn racing_workers_keep_exactly_one_per_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
-    let server = RedisServer::start();
-    let keys = Keys::new("bad");
-    let mut conn = server.connection();
+    bad_input(&RedisServer::start(), "bad").await;
+}
+
+/// Every rejection, its dead letter, and the query and delete ops.
+async fn bad_input(server: &impl Deployment, ns: &str) {
+    let keys = Keys::new(ns);
+    let mut conn = server.connection_for(&keys.input_stream());
     let good = article_text(1, 0);
     let big = "word ".repeat(300);
     type Fields<'a> = Vec<(&'a str, &'a [u8])>;
@@ -211,15 +235,15 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
     let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
     let (trigger, _) = ShutdownTrigger::new();
     let (handle, metrics) = spawn_worker(
-        &server,
-        "bad",
+        server,
+        ns,
         index.clone(),
         &fp,
         fast_config(),
         &trigger,
         1000,
     );
-    wait_for_outputs(&server, &keys, expected.len() + 1).await;
+    wait_for_outputs(server, &keys, expected.len() + 1).await;
     // A query of a copy once a1 is in (same event time: inside the window).
     let query = xadd(
         &mut conn,
@@ -231,12 +255,12 @@ async fn bad_input_is_rejected_and_dead_lettered_and_ops_work() {
             ("ts", later_ms.as_bytes()),
         ],
     );
-    wait_for_outputs(&server, &keys, expected.len() + 2).await;
+    wait_for_outputs(server, &keys, expected.len() + 2).await;
     // Deletes after the check is committed: in stream order they would race it.
     let del = xadd(&mut conn, &keys, &[("id", b"a1"), ("op", b"delete")]);
-    wait_for_outputs(&server, &keys, expected.len() + 3).await;
+    wait_for_outputs(server, &keys, expected.len() + 3).await;
     let del_again = xadd(&mut conn, &keys, &[("id", b"a1"), ("op", b"delete")]);
-    wait_for_outputs(&server, &keys, expected.len() + 4).await;
+    wait_for_outputs(server, &keys, expected.len() + 4).await;
     trigger.fire();
     handle.await.unwrap();
 
@@ -502,7 +526,7 @@ async fn one_worker_keeps_the_first_of_each_group_on_redis() {
 
 /// One worker on `index` until `outputs` entries are answered, then stopped.
 async fn run_until_answered<I: Index + 'static>(
-    server: &RedisServer,
+    server: &impl Deployment,
     ns: &str,
     index: Arc<I>,
     config: WorkerConfig,
@@ -524,7 +548,7 @@ async fn run_until_answered<I: Index + 'static>(
 }
 
 /// A Redis index of namespace `ns` on `server`, with the default decision.
-async fn redis_index(server: &RedisServer, ns: &str) -> Arc<RedisIndex> {
+async fn redis_index(server: &impl Deployment, ns: &str) -> Arc<RedisIndex> {
     let index = RedisIndex::connect(
         &server.url(),
         ns,
@@ -539,13 +563,13 @@ async fn redis_index(server: &RedisServer, ns: &str) -> Arc<RedisIndex> {
 /// 40 groups of 4 copies, each copy right behind its original (a burst of
 /// reposts), through one ordered worker with batches of 8.
 async fn keeps_the_first_of_each_group<I: Index + 'static>(
-    server: &RedisServer,
+    server: &impl Deployment,
     ns: &str,
     index: Arc<I>,
     pipeline: usize,
 ) {
     let keys = Keys::new(ns);
-    let mut conn = server.connection();
+    let mut conn = server.connection_for(&keys.input_stream());
     let (groups, copies) = (40u64, 4u64);
     for g in 0..groups {
         for v in 0..copies {
@@ -589,9 +613,13 @@ async fn pipelining_never_passes_a_delete_or_a_query() {
     }
 }
 
-async fn deletes_and_queries_keep_their_places(server: &RedisServer, ns: &str, pipeline: usize) {
+async fn deletes_and_queries_keep_their_places(
+    server: &impl Deployment,
+    ns: &str,
+    pipeline: usize,
+) {
     let keys = Keys::new(ns);
-    let mut conn = server.connection();
+    let mut conn = server.connection_for(&keys.input_stream());
     let groups = 24u64;
     for g in 0..groups {
         // (id suffix, text: article variant or filler number, op)

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redis::aio::MultiplexedConnection;
 use redis::Value;
 use serde::Serialize;
+use simdedup::connect::Conn;
 
 use super::info::Info;
 use super::synthetic::TextGen;
@@ -188,6 +188,8 @@ pub struct WorkerSetup {
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub pipeline: Option<usize>,
+    /// `--wait-replicas` of the workers.
+    pub wait_replicas: Option<u32>,
     /// `bucket_hours` of the workers (`SIMDEDUP_BUCKET_HOURS`); their default otherwise.
     pub bucket_hours: Option<u64>,
     /// `decision.lookup_signatures` of the workers; their default otherwise.
@@ -260,6 +262,9 @@ impl Workers {
             }
             if let Some(p) = setup.pipeline {
                 cmd.args(["--pipeline", &p.to_string()]);
+            }
+            if let Some(n) = setup.wait_replicas {
+                cmd.args(["--wait-replicas", &n.to_string()]);
             }
             // The workers get the defaults, whatever this shell's SIMDEDUP_* say,
             // and the bench's bucket length.
@@ -387,7 +392,7 @@ impl Drop for Workers {
     }
 }
 
-async fn xlen(conn: &mut MultiplexedConnection, key: &str) -> Result<u64, BenchError> {
+async fn xlen(conn: &mut Conn, key: &str) -> Result<u64, BenchError> {
     Ok(redis::cmd("XLEN").arg(key).query_async(conn).await?)
 }
 
@@ -406,7 +411,7 @@ pub fn article_id(run: u64, j: u64) -> String {
 /// articles arrive at `rate` per second, as a live feed does: the run
 /// measures latency at a load the workers keep up with.
 pub async fn run(
-    conn: &mut MultiplexedConnection,
+    conn: &mut Conn,
     setup: &WorkerSetup,
     articles: &Articles,
     run: u64,
@@ -428,7 +433,7 @@ pub async fn run(
     let mut procs = Workers::spawn(setup, run, workers)?;
     procs.wait_until_listening(setup.timeout).await?;
     let jsonl = articles.jsonl(run, k);
-    let produce_all = |conn: &mut MultiplexedConnection, rate: Option<f64>| {
+    let produce_all = |conn: &mut Conn, rate: Option<f64>| {
         let (keys, jsonl) = (keys.clone(), jsonl.clone());
         let mut conn = conn.clone();
         async move {
@@ -449,7 +454,11 @@ pub async fn run(
     if rate.is_none() {
         produce_all(conn, None).await?;
     }
-    let cpu0 = Info::fetch(conn, "cpu").await?.cpu_seconds();
+    // Redis CPU: the namespace's primary's (on a cluster the others serve
+    // other namespaces).
+    let cpu0 = Info::fetch_for(conn, &setup.namespace, "cpu")
+        .await?
+        .cpu_seconds();
     let started = Instant::now();
     if rate.is_some() {
         feed = Some(tokio::spawn(produce_all(conn, rate)));
@@ -480,7 +489,10 @@ pub async fn run(
     if let Some(feed) = feed {
         feed.await.map_err(|e| BenchError::Task(e.to_string()))??;
     }
-    let cpu = Info::fetch(conn, "cpu").await?.cpu_seconds() - cpu0;
+    let cpu = Info::fetch_for(conn, &setup.namespace, "cpu")
+        .await?
+        .cpu_seconds()
+        - cpu0;
     let summary: Value = redis::cmd("XPENDING")
         .arg(keys.input_stream())
         .arg("simdedup")
@@ -529,7 +541,7 @@ pub async fn run(
 /// Read the output stream: verdict counts and distinct sources answered.
 /// Returns the (input, output) stream id of each verdict.
 async fn count_verdicts(
-    conn: &mut MultiplexedConnection,
+    conn: &mut Conn,
     keys: &Keys,
     result: &mut E2e,
 ) -> Result<Vec<(String, String)>, BenchError> {

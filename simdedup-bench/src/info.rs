@@ -31,6 +31,19 @@ impl Info {
         ))
     }
 
+    /// `INFO section` of the primary that serves namespace `ns` (on a
+    /// cluster, the one node its keys live on).
+    pub async fn fetch_for(
+        conn: &mut simdedup::connect::Conn,
+        ns: &str,
+        section: &str,
+    ) -> redis::RedisResult<Info> {
+        let key = simdedup::keys::Keys::new(ns).input_stream();
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg(section);
+        Ok(Info(conn.query_on_primary_of(&key, cmd).await?))
+    }
+
     /// The raw value of `name:value`.
     pub fn text(&self, name: &str) -> Option<&str> {
         self.0.lines().find_map(|l| {

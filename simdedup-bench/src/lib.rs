@@ -34,6 +34,7 @@ use serde::Serialize;
 use e2e::{Articles, E2e, WorkerSetup};
 use index::{Checks, Memory};
 use report::Machine;
+use simdedup::connect::{Conn, ConnectOptions};
 use simdedup::decision::DecisionConfig;
 use simdedup::index::{Index, IndexError, RedisIndex, RedisIndexOptions};
 use simdedup::redis_server::{RedisServer, RedisServerError};
@@ -79,6 +80,8 @@ pub struct BenchOptions {
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
     pub pipeline: Option<usize>,
+    /// Replicas each worker commit waits for (`--wait-replicas`); none otherwise.
+    pub wait_replicas: Option<u32>,
     /// Bucket length in hours of the index and the workers (`bucket_hours`);
     /// their default (24 h) otherwise.
     pub bucket_hours: Option<u64>,
@@ -93,6 +96,10 @@ pub struct BenchOptions {
     pub progress: bool,
     /// The command line, for the report.
     pub command_line: String,
+    /// A Redis deployment to run the end-to-end measures on, by its
+    /// `redis_url` (one node, cluster seeds, `redis+sentinel://`), instead of
+    /// a private `redis-server`. Emptied (`FLUSHDB`) before each run.
+    pub redis_url: Option<String>,
 }
 
 impl BenchOptions {
@@ -113,12 +120,14 @@ impl BenchOptions {
             batch_size: None,
             max_in_flight: None,
             pipeline: None,
+            wait_replicas: None,
             bucket_hours: None,
             lookup_signatures: None,
             e2e_timeout: Duration::from_secs(900),
             worker_exe,
             progress: true,
             command_line: String::new(),
+            redis_url: None,
         }
     }
 }
@@ -221,6 +230,14 @@ impl BenchOptions {
         if self.paced_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
             return bad("--paced-rate must be a number of articles per second above 0");
         }
+        if self.redis_url.is_some() && !self.sizes.is_empty() {
+            return bad(
+                "--redis-url measures end to end only (the index sizes need a private server): add --no-index-sizes",
+            );
+        }
+        if let Some(url) = &self.redis_url {
+            simdedup::connect::validate_url(url).map_err(BenchError::Options)?;
+        }
         if !self.workers.is_empty() && self.e2e_articles == 0 {
             return bad("--e2e-articles must be positive (or --no-e2e)");
         }
@@ -257,25 +274,47 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         Some(path) => Articles::corpus(path)?,
         None => Articles::Synthetic(TextGen::new(options.seed)),
     };
-    let server = RedisServer::start_with(&[
-        "--maxmemory",
-        &limit.to_string(),
-        "--maxmemory-policy",
-        "noeviction",
-    ])?;
-    note(
-        options,
-        &format!(
-            "started a private {} on 127.0.0.1:{} (maxmemory {:.1} GB, no persistence; stopped at the end)",
-            server.binary().display(),
-            server.port(),
-            limit as f64 / 1e9
-        ),
-    );
-    let url = server.url();
-    let mut conn = redis::Client::open(url.as_str())?
-        .get_multiplexed_async_connection()
-        .await?;
+    // A private server, unless a deployment was named (end to end only).
+    let server = match &options.redis_url {
+        Some(_) => None,
+        None => Some(RedisServer::start_with(&[
+            "--maxmemory",
+            &limit.to_string(),
+            "--maxmemory-policy",
+            "noeviction",
+        ])?),
+    };
+    let (url, log_dir) = match (&server, &options.redis_url) {
+        (Some(server), _) => {
+            note(
+                options,
+                &format!(
+                    "started a private {} on 127.0.0.1:{} (maxmemory {:.1} GB, no persistence; stopped at the end)",
+                    server.binary().display(),
+                    server.port(),
+                    limit as f64 / 1e9
+                ),
+            );
+            (server.url(), server.dir().to_owned())
+        }
+        (None, url) => {
+            let url = url.clone().unwrap_or_default();
+            let dir = std::env::temp_dir().join(format!("simdedup-bench-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            note(
+                options,
+                &format!(
+                    "end to end on {} (emptied before each run); worker logs in {}",
+                    simdedup::settings::redact_url(&url),
+                    dir.display()
+                ),
+            );
+            (url, dir)
+        }
+    };
+    // The end-to-end runs reach Redis as the workers do ([`Conn`]: one node,
+    // a cluster or through Sentinel).
+    let mut e2e_conn = e2e_connect(&url).await?;
     let setup = WorkerSetup {
         exe: options.worker_exe.clone(),
         url: url.clone(),
@@ -283,10 +322,11 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         batch_size: options.batch_size,
         max_in_flight: options.max_in_flight,
         pipeline: options.pipeline,
+        wait_replicas: options.wait_replicas,
         bucket_hours: options.bucket_hours,
         lookup_signatures: options.lookup_signatures,
         timeout: options.e2e_timeout,
-        log_dir: server.dir().to_owned(),
+        log_dir,
     };
     let per_run = articles.per_run(options.e2e_articles);
     if per_run < options.e2e_articles {
@@ -302,7 +342,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     let mut report = BenchReport {
         command_line: options.command_line.clone(),
         date_utc: report::utc_now(),
-        redis_version: info::Info::fetch(&mut conn, "server")
+        redis_version: info::Info::fetch_for(&mut e2e_conn, &setup.namespace, "server")
             .await?
             .text("redis_version")
             .unwrap_or("?")
@@ -326,8 +366,15 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         per_run,
         next_run: 0,
     };
-    report.empty = runs.all(&mut conn, "empty index", true).await?;
-    report.empty_paced = runs.paced(&mut conn, "empty index", true).await?;
+    report.empty = runs.all(&mut e2e_conn, "empty index", true).await?;
+    report.empty_paced = runs.paced(&mut e2e_conn, "empty index", true).await?;
+    let Some(server) = server else {
+        report.load_end = report::load_average();
+        return Ok(report);
+    };
+    let mut conn = redis::Client::open(url.as_str())?
+        .get_multiplexed_async_connection()
+        .await?;
     let mut sizes = options.sizes.clone();
     sizes.sort_unstable();
     sizes.dedup();
@@ -429,9 +476,11 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             paced: None,
             empty_after: Vec::new(),
         };
-        result.e2e = runs.all(&mut conn, &format!("{n} articles"), false).await?;
+        result.e2e = runs
+            .all(&mut e2e_conn, &format!("{n} articles"), false)
+            .await?;
         result.paced = runs
-            .paced(&mut conn, &format!("{n} articles"), false)
+            .paced(&mut e2e_conn, &format!("{n} articles"), false)
             .await?;
         if !result.e2e.is_empty() {
             result.empty_after = runs.empty_again(&format!("after {n} articles")).await?;
@@ -467,7 +516,7 @@ impl E2eRuns<'_> {
     /// database each time).
     async fn all(
         &mut self,
-        conn: &mut redis::aio::MultiplexedConnection,
+        conn: &mut Conn,
         label: &str,
         empty: bool,
     ) -> Result<Vec<E2e>, BenchError> {
@@ -483,7 +532,7 @@ impl E2eRuns<'_> {
     /// (`empty`: on an emptied database).
     async fn paced(
         &mut self,
-        conn: &mut redis::aio::MultiplexedConnection,
+        conn: &mut Conn,
         label: &str,
         empty: bool,
     ) -> Result<Option<E2e>, BenchError> {
@@ -499,7 +548,7 @@ impl E2eRuns<'_> {
     /// the filled index, whose run's articles are deleted afterwards.
     async fn one(
         &mut self,
-        conn: &mut redis::aio::MultiplexedConnection,
+        conn: &mut Conn,
         what: &str,
         empty: bool,
         workers: usize,
@@ -538,9 +587,7 @@ impl E2eRuns<'_> {
             log_dir: server.dir().to_owned(),
             ..self.setup.clone()
         };
-        let mut conn = redis::Client::open(setup.url.as_str())?
-            .get_multiplexed_async_connection()
-            .await?;
+        let mut conn = e2e_connect(&setup.url).await?;
         let mut again = E2eRuns {
             setup: &setup,
             ..*self
@@ -595,7 +642,19 @@ async fn forget_run(setup: &WorkerSetup, run: u64, result: &E2e) -> Result<(), B
     Ok(())
 }
 
-async fn flush(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), BenchError> {
+/// A connection as the workers open one, with a patient reply timeout.
+async fn e2e_connect(url: &str) -> Result<Conn, BenchError> {
+    let options = ConnectOptions {
+        response_timeout: Duration::from_secs(60),
+        ..ConnectOptions::default()
+    };
+    Conn::connect(url, &options)
+        .await
+        .map_err(|e| BenchError::Worker(e.to_string()))
+}
+
+/// Empty the database (on a cluster: every primary's).
+async fn flush<C: redis::aio::ConnectionLike + Send>(conn: &mut C) -> Result<(), BenchError> {
     redis::cmd("FLUSHDB")
         .arg("SYNC")
         .query_async::<()>(conn)

@@ -34,7 +34,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
         Build both programs first (`cargo build --release`), then for example:\n  \
         target/release/simdedup-bench --quick                # a few minutes: 100 k articles\n  \
         target/release/simdedup-bench --sizes 1000000 --write-docs docs/benchmarks.md\n  \
-        target/release/simdedup-bench --corpus ../shared/data/cctv-news-2022-2025.jsonl --no-index-sizes\n\n\
+        target/release/simdedup-bench --corpus ../shared/data/cctv-news-2022-2025.jsonl --no-index-sizes\n  \
+        target/release/simdedup-bench --no-index-sizes --redis-url redis://127.0.0.1:7000  # a test cluster\n\n\
         10 M articles take about 4-5 GB of Redis memory and 30-60 minutes on 2 cores."
 )]
 struct Cli {
@@ -150,12 +151,22 @@ struct BenchArgs {
     /// Passed to the workers (their default otherwise).
     #[arg(long, value_name = "N")]
     pipeline: Option<usize>,
+    /// Passed to the workers: replicas each commit waits for (WAIT); none by default.
+    #[arg(long, value_name = "N")]
+    wait_replicas: Option<u32>,
     /// Give up on an end-to-end run after this many seconds.
     #[arg(long, default_value_t = 900, value_name = "SECONDS")]
     e2e_timeout: u64,
     /// No progress on stderr.
     #[arg(long)]
     no_progress: bool,
+    /// Run the end-to-end measures on this Redis deployment instead of a
+    /// private redis-server: one node, a Redis Cluster (any node's URL, or
+    /// several comma-separated) or `redis+sentinel://…` (the `redis_url`
+    /// forms). It is EMPTIED (FLUSHDB on every primary) before each run: a
+    /// deployment for benchmarks only. Needs --no-index-sizes.
+    #[arg(long, value_name = "URL")]
+    redis_url: Option<String>,
 }
 
 fn run(args: BenchArgs) -> Result<()> {
@@ -194,10 +205,12 @@ fn run(args: BenchArgs) -> Result<()> {
     o.batch_size = args.batch_size;
     o.max_in_flight = args.max_in_flight;
     o.pipeline = args.pipeline;
+    o.wait_replicas = args.wait_replicas;
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
     o.bucket_hours = args.bucket_hours;
     o.lookup_signatures = args.lookup_signatures;
     o.progress = !args.no_progress;
+    o.redis_url = args.redis_url;
     o.command_line = std::iter::once("simdedup-bench".to_owned())
         .chain(std::env::args().skip(1).map(|a| {
             if !a.is_empty()

@@ -75,6 +75,12 @@ struct WorkerFlags {
     #[arg(long, value_name = "MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     shutdown_timeout_ms: Option<u64>,
+    /// Replicas that must acknowledge each commit (Redis WAIT) before its
+    /// entries count as done; a commit short of them is held and sent again
+    /// (default 0: none; see docs/protocol.md, Failover).
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wait_replicas: Option<u32>,
 }
 
 pub fn run(args: WorkerArgs) -> Result<()> {

@@ -9,7 +9,7 @@
 //! freely.
 
 use redis::aio::ConnectionLike;
-use redis::{RedisResult, Script};
+use redis::{RedisResult, Script, Value};
 
 use crate::keys::Keys;
 
@@ -44,6 +44,29 @@ pub struct CommitOptions {
     pub dead_maxlen: u64,
     /// XDEL input entries once processed.
     pub delete_processed: bool,
+    /// Replicas that must acknowledge a commit (`WAIT`) before it counts as
+    /// done; 0: none asked.
+    pub wait_replicas: u32,
+    /// How long one `WAIT` waits for them, milliseconds.
+    pub wait_timeout_ms: u64,
+}
+
+/// What one ack-and-emit call did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// Per entry, whether this call wrote its output (`false`: it had been
+    /// acked before).
+    pub written: Vec<bool>,
+    /// Replicas that acknowledged the call within `wait_timeout_ms`, when
+    /// `wait_replicas` asked for some.
+    pub replicas: Option<u32>,
+}
+
+impl Committed {
+    /// Whether as many replicas as asked for hold the call's writes.
+    pub fn replicated(&self, wanted: u32) -> bool {
+        self.replicas.is_none_or(|n| n >= wanted)
+    }
 }
 
 /// The loaded ack-and-emit script and the keys it works on.
@@ -73,44 +96,72 @@ impl Committer {
         self.script.prepare_invoke().load_async(conn).await
     }
 
-    /// Ack `batch` and write the outputs of the entries acked now. Returns, per
-    /// entry, whether this call wrote its output (`false`: it had been acked before).
+    /// Ack `batch` and write the outputs of the entries acked now; with
+    /// `wait_replicas`, then `WAIT` for that many replicas in the same
+    /// pipeline, so on the same connection and the same node (on a cluster:
+    /// the primary of the namespace's slot, where the script ran).
     pub async fn commit<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         batch: &[Emit],
-    ) -> RedisResult<Vec<bool>> {
+    ) -> RedisResult<Committed> {
         if batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Committed {
+                written: Vec::new(),
+                replicas: None,
+            });
         }
-        let mut inv = self.script.prepare_invoke();
+        let mut call = redis::cmd("EVALSHA");
+        call.arg(self.script.get_hash()).arg(self.keys.len());
         for k in &self.keys {
-            inv.key(k);
+            call.arg(k);
         }
         let o = &self.options;
-        inv.arg(&o.group)
+        call.arg(&o.group)
             .arg(o.output_maxlen)
             .arg(o.dead_maxlen)
             .arg(if o.delete_processed { "1" } else { "0" })
             .arg(batch.len());
         for e in batch {
-            inv.arg(&e.source).arg(e.output.len() * 2);
+            call.arg(&e.source).arg(e.output.len() * 2);
             for (k, v) in &e.output {
-                inv.arg(*k).arg(v.as_slice());
+                call.arg(*k).arg(v.as_slice());
             }
             match &e.dead {
                 None => {
-                    inv.arg(0);
+                    call.arg(0);
                 }
                 Some(fields) => {
-                    inv.arg(fields.len() * 2);
+                    call.arg(fields.len() * 2);
                     for (k, v) in fields {
-                        inv.arg(k.as_slice()).arg(v.as_slice());
+                        call.arg(k.as_slice()).arg(v.as_slice());
                     }
                 }
             }
         }
-        let flags: Vec<i64> = inv.invoke_async(conn).await?;
-        Ok(flags.into_iter().map(|f| f == 1).collect())
+        let mut pipe = redis::pipe();
+        pipe.add_command(call);
+        if o.wait_replicas > 0 {
+            pipe.cmd("WAIT").arg(o.wait_replicas).arg(o.wait_timeout_ms);
+        }
+        let replies: Vec<Value> = match pipe.query_async(conn).await {
+            // Not loaded (a restart, `SCRIPT FLUSH`, a node new to the
+            // namespace): load it, and send the call again.
+            Err(e) if e.code() == Some("NOSCRIPT") => {
+                self.load(conn).await?;
+                pipe.query_async(conn).await?
+            }
+            r => r?,
+        };
+        let mut replies = replies.into_iter();
+        let flags: Vec<i64> = redis::from_redis_value(replies.next().unwrap_or(Value::Nil))?;
+        let replicas = match replies.next() {
+            Some(v) => Some(redis::from_redis_value::<u32>(v)?),
+            None => None,
+        };
+        Ok(Committed {
+            written: flags.into_iter().map(|f| f == 1).collect(),
+            replicas,
+        })
     }
 }

@@ -92,6 +92,9 @@ pub struct Metrics {
     pub redis_outages: Counter,
     pub reconnects: Counter,
     pub index_retries: Counter,
+    /// Commits that fewer than `worker.wait_replicas` replicas acknowledged
+    /// within `worker.wait_timeout_ms` (each then sent again).
+    pub replica_waits_timed_out: Counter,
     pub pending: Gauge,
     pub lag: Gauge,
     pub in_flight: Gauge,
@@ -119,6 +122,7 @@ impl Default for Metrics {
             redis_outages: Counter::default(),
             reconnects: Counter::default(),
             index_retries: Counter::default(),
+            replica_waits_timed_out: Counter::default(),
             pending: Gauge::default(),
             lag: Gauge::default(),
             in_flight: Gauge::default(),
@@ -202,6 +206,11 @@ impl Metrics {
                 "simdedup_index_retries",
                 "Index calls retried after the index was unavailable",
                 &self.index_retries,
+            ),
+            (
+                "simdedup_replica_waits_timed_out",
+                "Commits fewer than worker.wait_replicas replicas acknowledged within worker.wait_timeout_ms (each held and sent again)",
+                &self.replica_waits_timed_out,
             ),
         ] {
             r.register(name, help, c.clone());

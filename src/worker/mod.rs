@@ -147,6 +147,14 @@ pub struct WorkerConfig {
     /// XDEL input entries once their output is written (keeps the input stream
     /// small; leave off if other consumer groups read it too).
     pub delete_processed: bool,
+    /// Replicas that must acknowledge each commit (Redis `WAIT`) before its
+    /// entries count as done (0: none). A commit fewer replicas acknowledged
+    /// within `wait_timeout_ms` is held and asked again, so the worker stops
+    /// taking new entries while its primary lacks replicas. See
+    /// `docs/protocol.md` for what a failover can lose with and without it.
+    pub wait_replicas: u32,
+    /// How long one `WAIT` waits for the replicas, milliseconds.
+    pub wait_timeout_ms: u64,
     /// Timeout of every Redis command but the blocking read, milliseconds.
     pub command_timeout_ms: u64,
     /// Upper bound of the retry backoff (exponential from 25 ms, jittered),
@@ -179,6 +187,8 @@ impl Default for WorkerConfig {
             output_maxlen: 1_000_000,
             dead_maxlen: 100_000,
             delete_processed: false,
+            wait_replicas: 0,
+            wait_timeout_ms: 1_000,
             command_timeout_ms: 5_000,
             backoff_max_ms: 2_000,
             shutdown_timeout_ms: 10_000,
@@ -215,6 +225,14 @@ impl WorkerConfig {
             return Err(format!(
                 "worker.liveness_ttl_ms = {} and worker.claim_interval_ms = {}: the TTL is at least 300 ms (it is refreshed every third of it) and the interval positive",
                 self.liveness_ttl_ms, self.claim_interval_ms
+            ));
+        }
+        if self.wait_replicas > 0
+            && (self.wait_timeout_ms == 0 || self.wait_timeout_ms >= self.command_timeout_ms)
+        {
+            return Err(format!(
+                "worker.wait_timeout_ms = {} but with worker.wait_replicas it is positive (0 would make WAIT block forever) and below worker.command_timeout_ms ({})",
+                self.wait_timeout_ms, self.command_timeout_ms
             ));
         }
         if self.group.is_empty() {
@@ -411,6 +429,8 @@ impl<I: Index + 'static> Worker<I> {
                 output_maxlen: cfg.output_maxlen,
                 dead_maxlen: cfg.dead_maxlen,
                 delete_processed: cfg.delete_processed,
+                wait_replicas: cfg.wait_replicas,
+                wait_timeout_ms: cfg.wait_timeout_ms,
             },
         );
         let shared = Arc::new(Shared {
@@ -1341,18 +1361,38 @@ async fn finish_batch<I: Index + 'static>(
 
 /// One ack-and-emit call, retried with backoff until it succeeds (the
 /// script is idempotent). A transient error makes the worker not ready
-/// meanwhile; any other is logged at each attempt.
+/// meanwhile; any other is logged at each attempt. With
+/// `worker.wait_replicas`, a call that fewer replicas acknowledged in time
+/// is sent again (a no-op for what it already wrote, then `WAIT` once more),
+/// so the entries stay held until the replicas have them.
 async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bool> {
     let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     let mut trouble: Option<Trouble> = None;
+    // Entries written by an earlier attempt whose replicas were too few.
+    let mut written = vec![false; chunk.len()];
     loop {
         let started = Instant::now();
         let seen = shared.health.recoveries();
         let mut conn = shared.conn.clone();
         match shared.committer.commit(&mut conn, chunk).await {
-            Ok(flags) => {
-                shared.metrics.commit_latency.observe(started.elapsed());
-                return flags;
+            Ok(done) => {
+                for (w, now) in written.iter_mut().zip(&done.written) {
+                    *w |= *now;
+                }
+                let wanted = shared.config.wait_replicas;
+                if done.replicated(wanted) {
+                    shared.metrics.commit_latency.observe(started.elapsed());
+                    return written;
+                }
+                shared.metrics.replica_waits_timed_out.inc();
+                if trouble.is_none() {
+                    trouble = Some(shared.trouble("NOREPLICAS"));
+                }
+                tracing::warn!(
+                    acknowledged = done.replicas.unwrap_or(0),
+                    wanted,
+                    "too few replicas acknowledged a commit in time; holding it and asking again"
+                );
             }
             Err(e) => {
                 shared.metrics.redis_errors.inc();
@@ -1367,9 +1407,9 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
                 } else {
                     tracing::warn!(error = %e, "commit failed; retrying");
                 }
-                shared.health.pause(seen, backoff.next_delay()).await;
             }
         }
+        shared.health.pause(seen, backoff.next_delay()).await;
     }
 }
 

@@ -61,6 +61,18 @@ pub async fn run(
     primary: impl Fn() -> redis::Connection,
     failover: Option<Box<dyn FnOnce() + '_>>,
 ) -> Report {
+    run_with(url, ns, primary, failover, fast_config()).await
+}
+
+/// [`run`] with the workers' settings based on `base` (each gets its own
+/// consumer name and a batch of 4).
+pub async fn run_with(
+    url: &str,
+    ns: &str,
+    primary: impl Fn() -> redis::Connection,
+    failover: Option<Box<dyn FnOnce() + '_>>,
+    base: WorkerConfig,
+) -> Report {
     let keys = Keys::new(ns);
     let articles = feed();
     let (first, rest) = articles.split_at(articles.len() * 3 / 4);
@@ -80,7 +92,7 @@ pub async fn run(
         let config = WorkerConfig {
             consumer: format!("w{i}"),
             batch_size: 4,
-            ..fast_config()
+            ..base.clone()
         };
         let worker = Worker::new(
             url,

@@ -403,6 +403,43 @@ impl SentinelGroup {
     }
 }
 
+/// A Redis deployment a test runs against: one node, a cluster or a
+/// Sentinel group, so one test body serves all three.
+pub trait Deployment: Sync {
+    /// The `redis_url` setting that reaches it.
+    fn url(&self) -> String;
+    /// A synchronous connection to the primary that holds `key` now.
+    fn connection_for(&self, key: &str) -> redis::Connection;
+}
+
+impl Deployment for RedisServer {
+    fn url(&self) -> String {
+        RedisServer::url(self)
+    }
+    fn connection_for(&self, _key: &str) -> redis::Connection {
+        self.connection()
+    }
+}
+
+impl Deployment for RedisCluster {
+    /// One node's URL (a replica's): the rest is found from it.
+    fn url(&self) -> String {
+        self.nodes.last().expect("a cluster has nodes").url()
+    }
+    fn connection_for(&self, key: &str) -> redis::Connection {
+        self.nodes[self.primary_for(key)].connection()
+    }
+}
+
+impl Deployment for SentinelGroup {
+    fn url(&self) -> String {
+        SentinelGroup::url(self)
+    }
+    fn connection_for(&self, _key: &str) -> redis::Connection {
+        self.servers[self.primary()].connection()
+    }
+}
+
 /// Wait up to 30 s (a bound against hangs) until `cond` holds.
 pub fn wait_for(mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
