@@ -5,7 +5,7 @@
 #
 # Stage 1 builds the dependencies alone (cached until Cargo.toml/Cargo.lock
 # change), then the crate. Stage 2 is Debian slim with the binary and a
-# non-root user. tests/deploy.rs checks this file against the code (port,
+# non-root user. tests/it/deploy.rs checks this file against the code (port,
 # binary name, copied paths).
 
 # ---- build ------------------------------------------------------------------

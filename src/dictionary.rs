@@ -229,6 +229,7 @@ pub(crate) fn take_u32(b: &[u8]) -> (u32, &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::random_text::{random_texts, COMMON_HAN};
 
     /// jieba-rs's words of two or more characters, for comparison.
     fn jieba_words(jieba: &jieba_rs::Jieba, text: &str) -> Vec<String> {
@@ -270,23 +271,15 @@ mod tests {
     #[test]
     fn cuts_like_jieba_on_random_han_text() {
         let jieba = jieba_rs::Jieba::new();
-        let chars: Vec<char> = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处队南给色光门即保治北造百规热领七海口东导器压志世金增争济阶油思术极交受联什认六共权收证改清己美再采转更单风切打白教速花带安场身车例真务具万每目至达走积示议声报斗完类八离华名确才科张信马节话米整空元况今集温传土许步群广石记需段研界拉林律叫且究观越织装影算低持音众书布复容儿须际商非验连断深难近矿千周委素技备半办青省列习响约支般史感劳便团往酸历市克何除消构府称太准精值号率族维划选标写存候毛亲快效斯院查江型眼王按格养易置派层片始却专状育厂京识适属圆包火住调满县局照参红细引听该铁价严龙飞".chars().collect();
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for _ in 0..200 {
-            let len = 5 + (next() % 300) as usize;
-            let text: String = (0..len)
-                .map(|_| match next() % 40 {
-                    0 => '，',
-                    1 => '〇',
-                    _ => chars[(next() % chars.len() as u64) as usize],
-                })
-                .collect();
+        let chars: Vec<char> = COMMON_HAN.chars().collect();
+        let texts = random_texts(0x2545_F491_4F6C_DD1D, 200, 5..305, |rng| {
+            match rng.below(40) {
+                0 => '，',
+                1 => '〇',
+                _ => rng.pick(&chars),
+            }
+        });
+        for text in texts {
             assert_eq!(words(&text), jieba_words(&jieba, &text), "{text}");
         }
     }

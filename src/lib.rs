@@ -52,6 +52,8 @@ pub mod idf;
 pub mod index;
 pub mod keys;
 pub mod normalize;
+#[cfg(test)]
+mod random_text;
 pub mod redis_server;
 pub mod scan;
 pub mod settings;

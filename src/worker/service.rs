@@ -69,26 +69,20 @@ pub async fn connect_redis_index(
     };
     let mut backoff = super::Backoff::new(Duration::from_millis(settings.worker.backoff_max_ms));
     loop {
-        match RedisIndex::connect(
-            &settings.redis_url,
-            &settings.namespace,
-            settings.decision.clone(),
-            options.clone(),
-        )
-        .await
-        {
+        let attempt = async {
+            let index = RedisIndex::connect(
+                &settings.redis_url,
+                &settings.namespace,
+                settings.decision.clone(),
+                options.clone(),
+            )
+            .await?;
             // Load the view of the window before serving.
-            Ok(index) => match index.sync().await {
-                Ok(()) => return Ok(Some(index)),
-                Err(IndexError::Unavailable { reason: why, .. }) => {
-                    tracing::warn!(%why, "Redis index unreachable; retrying");
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff.next_delay()) => {}
-                        _ = shutdown.recv() => return Ok(None),
-                    }
-                }
-                Err(e) => return Err(e),
-            },
+            index.sync().await?;
+            Ok::<_, IndexError>(index)
+        };
+        match attempt.await {
+            Ok(index) => return Ok(Some(index)),
             Err(IndexError::Unavailable { reason: why, .. }) => {
                 tracing::warn!(%why, "Redis index unreachable; retrying");
                 tokio::select! {

@@ -1,7 +1,7 @@
 //! One behavioural suite for every [`Index`] implementation.
 //!
 //! Each case is an async fn generic over `I: Index`, given a fresh, empty index
-//! built with [`config()`]. `tests/embedded_index.rs` and `tests/redis_index.rs`
+//! built with [`config()`]. `tests/it/embedded_index.rs` and `tests/it/redis_index.rs`
 //! run every case through [`conformance_cases!`], one `#[tokio::test]` per case
 //! per implementation, so the two cannot drift apart.
 //!

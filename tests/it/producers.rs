@@ -7,9 +7,9 @@
 //! Node.js one `node` and the example's npm packages: missing any fails the
 //! test with the fix. The Go producer is not run here.
 
-mod examples_common;
-mod support;
-mod worker_common;
+use crate::examples_common;
+use crate::support;
+use crate::worker_common;
 
 use std::collections::HashMap;
 use std::process::Command;

@@ -6,9 +6,9 @@
 //! acknowledged, as a reader that crashed after a read leaves them. Each group
 //! must hold every verdict exactly once, joined to the article it answers.
 
-mod examples_common;
-mod support;
-mod worker_common;
+use crate::examples_common;
+use crate::support;
+use crate::worker_common;
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -1,5 +1,5 @@
 //! The test Redis helper itself: starts a private server and talks to it.
-mod support;
+use crate::support;
 
 #[test]
 fn starts_a_private_redis_server() {

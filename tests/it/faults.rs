@@ -10,8 +10,8 @@
 //! the mechanism's (liveness TTL plus claim interval), with slack for a busy
 //! machine, never a speed figure.
 
-mod support;
-mod worker_common;
+use crate::support;
+use crate::worker_common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -6,8 +6,8 @@
 //! processes are not what is checked here: the stream protocol is (every input
 //! exactly one output, nothing pending, nothing lost).
 
-mod support;
-mod worker_common;
+use crate::support;
+use crate::worker_common;
 
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};

@@ -3,10 +3,9 @@
 //! is detected). The index conformance suite and the worker run pass on it,
 //! and a worker run survives its namespace's primary being failed over.
 
-mod conformance;
-mod ha_common;
-mod support;
-mod worker_common;
+use crate::conformance;
+use crate::ha_common;
+use crate::support;
 
 use simdedup::index::{RedisIndex, RedisIndexOptions};
 use simdedup::keys::Keys;

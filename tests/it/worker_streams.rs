@@ -8,8 +8,8 @@
 //! share it); what is under test here is the stream protocol: exactly one
 //! output per input entry, nothing left pending, nothing lost.
 
-mod support;
-mod worker_common;
+use crate::support;
+use crate::worker_common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

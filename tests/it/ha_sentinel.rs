@@ -3,10 +3,9 @@
 //! index conformance suite and the worker run pass through it, and a worker
 //! run survives `SENTINEL FAILOVER` midway with the stream contract intact.
 
-mod conformance;
-mod ha_common;
-mod support;
-mod worker_common;
+use crate::conformance;
+use crate::ha_common;
+use crate::support;
 
 use simdedup::index::{RedisIndex, RedisIndexOptions};
 use support::SentinelGroup;

@@ -2,9 +2,8 @@
 //! concurrency across connections, Redis Cluster, the eviction-policy guard).
 //! Every test starts its own `redis-server` (tests/support); none uses 6379.
 
-#[macro_use]
-mod conformance;
-mod support;
+use crate::conformance;
+use crate::support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -2,7 +2,7 @@
 //! they reject entries that break the contract, so that the checks every worker
 //! test makes of what it reads back (`worker_common::contract`) can fail.
 
-mod worker_common;
+use crate::worker_common;
 
 use std::collections::HashMap;
 

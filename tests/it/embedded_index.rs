@@ -1,7 +1,6 @@
 //! The embedded index against the shared conformance suite.
 
-#[macro_use]
-mod conformance;
+use crate::conformance;
 
 use simdedup::index::EmbeddedIndex;
 

@@ -5,7 +5,7 @@
 //! against a real worker, `simdedup config` on the ConfigMap's TOML and on the
 //! systemd environment file.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

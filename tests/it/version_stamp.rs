@@ -2,7 +2,7 @@
 //! namespace stamped with another: fingerprints of two versions must never be
 //! compared.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

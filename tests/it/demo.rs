@@ -3,7 +3,7 @@
 //! embedded index when no redis-server is installed. Its verdicts must be the
 //! ones `simdedup scan` gives for the same sample.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::process::{Command, Output};
