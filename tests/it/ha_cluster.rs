@@ -6,6 +6,7 @@
 use crate::conformance;
 use crate::ha_common;
 use crate::support;
+use crate::worker_common;
 
 use simdedup::index::{RedisIndex, RedisIndexOptions};
 use simdedup::keys::Keys;

@@ -83,12 +83,12 @@ async fn workers_survive_a_killed_primary_behind_sentinel() {
 /// until the replica has acknowledged it; then every entry is answered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_wait_for_the_replicas_asked() {
+    use crate::support::RedisServer;
+    use crate::worker_common::*;
     use simdedup::keys::Keys;
     use simdedup::settings::Settings;
     use simdedup::worker::shutdown::ShutdownTrigger;
     use simdedup::worker::{Worker, WorkerConfig};
-    use support::RedisServer;
-    use worker_common::*;
 
     let primary = RedisServer::start();
     let port = primary.port.to_string();
