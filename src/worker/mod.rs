@@ -487,6 +487,11 @@ impl<I: Index + 'static> Worker<I> {
         tracing::info!(consumer = %self.consumer, stream = %self.keys.input_stream(), group = %cfg.group, "worker started");
 
         let permits = Arc::new(Semaphore::new(cfg.max_in_flight));
+        // One batch more, for taking over a dead peer's entries while every
+        // slot of `permits` is held: batches waiting for an earlier entry a
+        // dead peer holds (`order_across_workers`) keep their slots, and the
+        // entries they wait for come only through this take-over.
+        let takeover_permits = Arc::new(Semaphore::new(cfg.batch_size));
         let mut tasks: JoinSet<(u64, u64)> = JoinSet::new();
         // Batches take turns at the index in read order: each waits for the one
         // read before it (see `WorkerConfig::ordered`).
@@ -507,8 +512,18 @@ impl<I: Index + 'static> Worker<I> {
                 collect(&mut summary, done);
             }
             let batch = cfg.batch_size as u32;
+            // A round on `takeover_permits`: it only takes over, never reads new entries.
+            let mut takeover_round = false;
+            let claim_due = tokio::time::Instant::from_std(next_claim);
             let held = tokio::select! {
                 p = permits.clone().acquire_many_owned(batch) => p.expect("semaphore never closed"),
+                p = async {
+                    tokio::time::sleep_until(claim_due).await;
+                    takeover_permits.clone().acquire_many_owned(batch).await
+                }, if !read_history => {
+                    takeover_round = true;
+                    p.expect("semaphore never closed")
+                }
                 _ = shutdown.recv() => break,
             };
             let seen = self.health.recoveries();
@@ -526,6 +541,7 @@ impl<I: Index + 'static> Worker<I> {
                         next_claim = now;
                         Ok(Some(entries))
                     }
+                    Ok(entries) if entries.is_empty() && takeover_round => Ok(Some(entries)),
                     Ok(entries) if entries.is_empty() => {
                         fresh = true;
                         self.read_new(&mut reader, &mut read_log).await
