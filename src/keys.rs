@@ -161,14 +161,16 @@ pub const MAX_SHAPE_BITS: u32 = 22;
 pub fn lua_constants() -> String {
     format!(
         "local HANDLES_PER_CHUNK = {HANDLES_PER_CHUNK}\n\
-         local POSITIONAL_BLOCK_BITS = {POSITIONAL_BLOCK_BITS}\n"
+         local ARTICLES_PER_KEY = {ARTICLES_PER_KEY}\n\
+         local POSITIONAL_BLOCK_BITS = {POSITIONAL_BLOCK_BITS}\n\
+         local MAX_SHAPE_BITS = {MAX_SHAPE_BITS}\n"
     )
 }
 
 /// The shape of a bucket expected to hold `articles`: `i:` keys are split by
 /// the top `bits` bits of the id's hash, so that each holds about
 /// [`ARTICLES_PER_KEY`] entries (between half and all of it).
-/// A worker sends `lua/commit.lua` the shape of the bucket its commit may open.
+/// `lua/commit.lua` computes the same when it opens a bucket.
 pub fn shape_bits(articles: u64) -> u32 {
     let per_key = articles.div_ceil(ARTICLES_PER_KEY).max(1);
     (u64::BITS - (per_key - 1).leading_zeros()).min(MAX_SHAPE_BITS)
@@ -329,7 +331,7 @@ mod tests {
         let lua = lua_constants();
         assert!(lua.contains("local HANDLES_PER_CHUNK = 100\n"), "{lua}");
         assert!(lua.contains("local POSITIONAL_BLOCK_BITS = 15\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 2);
+        assert_eq!(lua.lines().count(), 4);
     }
 
     #[test]

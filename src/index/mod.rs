@@ -160,29 +160,6 @@ pub enum IndexError {
     EmptyId,
 }
 
-impl IndexError {
-    /// The same error for another caller (one failed call answers several):
-    /// the same kind and text, without the source.
-    pub(crate) fn again(&self) -> IndexError {
-        match self {
-            IndexError::Unavailable { reason, .. } => IndexError::Unavailable {
-                reason: reason.clone(),
-                source: None,
-            },
-            IndexError::Backend(s) => IndexError::Backend(s.clone()),
-            IndexError::Corrupt { id, reason } => IndexError::Corrupt {
-                id: id.clone(),
-                reason: reason.clone(),
-            },
-            IndexError::Contention { attempts } => IndexError::Contention {
-                attempts: *attempts,
-            },
-            IndexError::Config(s) => IndexError::Config(s.clone()),
-            IndexError::EmptyId => IndexError::EmptyId,
-        }
-    }
-}
-
 /// `Err(IndexError::EmptyId)` for an empty id: what both indexes check first.
 pub(crate) fn require_id(id: &str) -> Result<(), IndexError> {
     if id.is_empty() {

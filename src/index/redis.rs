@@ -1,10 +1,27 @@
-//! The Redis index: the shared truth of every worker, with the behaviour of
-//! [`EmbeddedIndex`](super::EmbeddedIndex) (one conformance suite holds both
-//! to it). Keys: `docs/redis-keys.md`; reasoning: `docs/design.md`. Each
-//! process finds candidates in its **view** of the live articles (`view.rs`),
-//! kept up to date by `catch_up.rs`; every insert is validated and stored by a
-//! **commit** (`commit.rs`, `lua/commit.lua`), batched per script call;
-//! `safety.rs` holds what is checked at connect.
+//! The Redis index: the shared truth of every worker.
+//!
+//! Same behaviour as [`EmbeddedIndex`](super::EmbeddedIndex) (one conformance
+//! suite holds both to it), with the state in Redis so any number of workers on
+//! any number of machines share it. The key schema is in `docs/redis-keys.md`,
+//! the reasoning in `docs/design.md`; in short:
+//!
+//! - Articles live in **time buckets** (default 24 h, by the article's own
+//!   timestamp). Every key of a bucket expires at bucket end + window, so nothing
+//!   outlives window + one bucket, and no key is written forever.
+//! - Inside a bucket an article gets a small integer **handle**; block sets
+//!   hold SimHashes (intsets), `i:` maps id → SimHash + handle, `f:`/`m:` map
+//!   handle → packed fingerprint / id + verdict.
+//! - Every process keeps a **view** of the live articles in memory
+//!   (`view.rs`) and finds candidates there; before deciding it catches up
+//!   with what was inserted or deleted since (`catch_up.rs`).
+//! - Every insert is one **commit** (`commit.rs`, `lua/commit.lua`): it
+//!   stores the article only if nothing inserted since the view could meet it
+//!   ([`crate::index::meet`]); otherwise the process catches up and decides
+//!   again. Redis never scans candidates.
+//! - What is checked at connect (eviction policy, retention, key layout) is
+//!   in `safety.rs`.
+//!
+//! Scripts are sent with EVALSHA and reloaded on `NOSCRIPT` by [`redis::Script`].
 
 mod catch_up;
 pub(crate) mod codec;
@@ -24,9 +41,9 @@ use std::time::Duration;
 
 use ::redis::{Script, Value};
 
-use self::commit::{Batch, BucketCheck, CommitArgs, Committed, Validate};
+use self::commit::{BucketCheck, CommitArgs, Committed, Validate};
 use self::conn::Conn;
-use self::view::{BucketView, View};
+use self::view::View;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
@@ -53,11 +70,6 @@ static LOOKUP: LazyLock<Script> = index_script!("lookup.lua");
 static DELETE: LazyLock<Script> = index_script!("delete.lua");
 
 const HOUR_MS: u64 = 3600 * 1000;
-
-/// Most articles one commit script call records: enough to take every check
-/// a busy worker has in flight, short enough to keep Redis busy for about a
-/// millisecond at most.
-const COMMITS_PER_CALL: usize = 32;
 
 /// Single node or Redis Cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,13 +144,7 @@ struct Inner {
     /// The view of the live articles, and the lock that lets one task at a
     /// time bring it up to date.
     view: ViewState,
-    /// Commits waiting for the next script call (each article's arguments
-    /// and where its answer goes), and the lock held while a call is out.
-    commits: Mutex<Vec<(Vec<Vec<u8>>, Answer)>>,
-    sending: tokio::sync::Mutex<()>,
 }
-
-type Answer = tokio::sync::oneshot::Sender<Result<Committed, IndexError>>;
 
 /// How fresh the view is ([`ViewState::synced`]).
 #[derive(Default)]
@@ -159,12 +165,6 @@ struct ViewState {
     synced: Mutex<Synced>,
     /// A catch-up runs in the background (`catch_up.rs`, `sync_in_background`).
     refreshing: std::sync::atomic::AtomicBool,
-}
-
-impl Inner {
-    fn lock_commits(&self) -> std::sync::MutexGuard<'_, Vec<(Vec<Vec<u8>>, Answer)>> {
-        self.commits.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 impl std::fmt::Debug for RedisIndex {
@@ -260,8 +260,6 @@ impl RedisIndex {
                     synced: Mutex::new(Synced::default()),
                     refreshing: std::sync::atomic::AtomicBool::new(false),
                 },
-                commits: Mutex::new(Vec::new()),
-                sending: tokio::sync::Mutex::new(()),
                 config,
             }),
         })
@@ -441,7 +439,7 @@ impl RedisIndex {
                         entry.fingerprint.words,
                     ),
                     root_label,
-                    new_shape: self.new_shape(&place.label, &views, &shapes),
+                    own_shape: own.and_then(|v| shapes.get(&v.label).copied()),
                     empty_sets: own.map_or(String::new(), |v| v.empty_sets.clone()),
                     validate: Validate::Since(
                         views
@@ -520,9 +518,7 @@ impl RedisIndex {
     }
 
     /// Store the check of `entry`, decided `verdict` from a view holding
-    /// `buckets`, unless something inserted since can change it. Commits
-    /// made while a script call is out wait for it and go together in the
-    /// next (group commit): one call per batch of decided articles.
+    /// `buckets`, unless something inserted since can change it.
     async fn commit(
         &self,
         conn: &mut Conn,
@@ -531,74 +527,14 @@ impl RedisIndex {
         verdict: &Verdict,
         view: ViewOfBuckets,
     ) -> Result<Committed, IndexError> {
-        let args = self.commit_args(entry, place, verdict, &view).argv();
-        let (answer, answered) = tokio::sync::oneshot::channel();
-        let inner = &self.inner;
-        inner.lock_commits().push((args, answer));
-        {
-            // Whoever holds the lock sends what is waiting, its own commit
-            // included unless an earlier call took it.
-            let _sending = inner.sending.lock().await;
-            let batch: Vec<_> = {
-                let mut waiting = inner.lock_commits();
-                let n = waiting.len().min(COMMITS_PER_CALL);
-                waiting.drain(..n).collect()
-            };
-            if !batch.is_empty() {
-                self.send(conn, batch).await;
-            }
-        }
-        answered.await.unwrap_or_else(|_| {
-            Err(IndexError::Unavailable {
-                reason: "the commit call carrying this article was abandoned".into(),
-                source: None,
-            })
-        })
-    }
-
-    /// One commit script call for `batch`; every article gets its answer.
-    async fn send(&self, conn: &mut Conn, batch: Vec<(Vec<Vec<u8>>, Answer)>) {
-        let (args, answers): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        let prefix = self.inner.keys.prefix();
-        let reply = self
-            .invoke_commit(args.iter().flatten())
-            .invoke_async(conn)
-            .await
-            .map_err(backend)
-            .and_then(|r| commit::parse_replies(r, prefix, answers.len()));
-        match reply {
-            Ok(replies) => {
-                for (answer, reply) in answers.into_iter().zip(replies) {
-                    let _ = answer.send(reply);
-                }
-            }
-            Err(e) => {
-                for answer in answers {
-                    let _ = answer.send(Err(e.again()));
-                }
-            }
-        }
-    }
-
-    /// A commit script call with these articles' arguments.
-    fn invoke_commit<'a>(
-        &self,
-        articles: impl Iterator<Item = &'a Vec<u8>>,
-    ) -> ::redis::ScriptInvocation<'static> {
-        let inner = &self.inner;
+        let args = self.commit_args(entry, place, verdict, &view);
         let mut inv = COMMIT.prepare_invoke();
-        inv.key(inner.keys.buckets());
-        let batch = Batch {
-            prefix: inner.keys.prefix(),
-            retention_ms: inner.bucket_ms as u64 + inner.config.window_ms,
-        };
-        for a in batch.header() {
+        inv.key(self.inner.keys.buckets());
+        for a in args.argv() {
             inv.arg(a);
         }
-        for a in articles {
-            inv.arg(a);
-        }
-        inv
+        let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
+        commit::parse_reply(reply, self.inner.keys.prefix())
     }
 
     /// The [`CommitArgs`] of `entry`.
@@ -611,6 +547,7 @@ impl RedisIndex {
     ) -> CommitArgs<'a> {
         let inner = &self.inner;
         CommitArgs {
+            prefix: inner.keys.prefix(),
             id: &entry.id,
             label: &place.label,
             start: place.start,
@@ -621,7 +558,8 @@ impl RedisIndex {
             root: verdict
                 .duplicate()
                 .map(|d| (d.dup_of.as_str(), view.root_label.as_deref())),
-            new_shape: view.new_shape,
+            default_shape: inner.default_shape,
+            own_shape: view.own_shape,
             empty_sets: &view.empty_sets,
             validate: view.validate.clone(),
         }
@@ -635,47 +573,46 @@ impl RedisIndex {
     pub async fn preload(&self, entries: &[IndexEntry]) -> Result<(), IndexError> {
         let mut conn = self.inner.conn.clone();
         COMMIT.load_async(&mut conn).await.map_err(backend)?;
-        let args: Vec<Vec<Vec<u8>>> = entries
+        let mut pipe = ::redis::pipe();
+        let placed: Vec<(Placement, ViewOfBuckets)> = entries
             .iter()
             .map(|entry| {
                 let place = self.placement(entry);
+                let meta = encode_meta(
+                    &entry.id,
+                    &Verdict::Unique,
+                    place.offset(entry.ts_ms),
+                    entry.fingerprint.words,
+                );
                 let view = ViewOfBuckets {
-                    meta: encode_meta(
-                        &entry.id,
-                        &Verdict::Unique,
-                        place.offset(entry.ts_ms),
-                        entry.fingerprint.words,
-                    ),
+                    meta,
                     root_label: None,
-                    new_shape: self.inner.default_shape,
+                    own_shape: None,
                     empty_sets: String::new(),
                     validate: Validate::Nothing,
                 };
-                self.commit_args(entry, &place, &Verdict::Unique, &view)
-                    .argv()
+                (place, view)
             })
             .collect();
-        let mut pipe = ::redis::pipe();
-        let calls: Vec<_> = args
-            .chunks(COMMITS_PER_CALL)
-            .map(|chunk| self.invoke_commit(chunk.iter().flatten()))
+        let invocations: Vec<::redis::ScriptInvocation<'_>> = entries
+            .iter()
+            .zip(&placed)
+            .map(|(entry, (place, view))| {
+                let mut inv = COMMIT.prepare_invoke();
+                inv.key(self.inner.keys.buckets());
+                for a in self
+                    .commit_args(entry, place, &Verdict::Unique, view)
+                    .argv()
+                {
+                    inv.arg(a);
+                }
+                inv
+            })
             .collect();
-        for call in &calls {
-            pipe.invoke_script(call).ignore();
+        for inv in &invocations {
+            pipe.invoke_script(inv).ignore();
         }
         pipe.query_async::<()>(&mut conn).await.map_err(backend)
-    }
-
-    /// The shape a new bucket `label` gets: sized by the newest older bucket
-    /// the view holds ([`shape_bits`] of its articles, and at most one bit
-    /// smaller than it: it may still be filling), or the configured guess.
-    fn new_shape(&self, label: &str, views: &[BucketView], shapes: &HashMap<String, u32>) -> u32 {
-        match views.iter().rev().find(|v| v.label.as_str() < label) {
-            Some(v) if v.synced > 0 => {
-                shape_bits(v.synced).max(shapes.get(&v.label).map_or(0, |b| b.saturating_sub(1)))
-            }
-            _ => self.inner.default_shape,
-        }
     }
 
     /// Where `entry` is stored and which buckets can hold its candidates.
@@ -835,8 +772,7 @@ struct ViewOfBuckets {
     meta: String,
     /// The bucket holding the root of the duplicate decided, when known.
     root_label: Option<String>,
-    /// The shape of the article's bucket if its commit opens it.
-    new_shape: u32,
+    own_shape: Option<u32>,
     empty_sets: String,
     validate: Validate,
 }

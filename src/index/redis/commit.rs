@@ -1,8 +1,7 @@
-//! The commit: what `lua/commit.lua` is told, and what its answers mean.
+//! The commit: what `lua/commit.lua` is told, and what its answer means.
 //!
-//! One script call commits a batch: [`Batch::header`], then each article's
-//! [`CommitArgs::argv`]. These are the one place that lays the arguments out
-//! in the order the script reads them (a test pins it).
+//! [`CommitArgs`] names every argument; [`CommitArgs::argv`] is the one place
+//! that lays them out in the order the script reads them (a test pins it).
 
 use ::redis::Value;
 
@@ -13,28 +12,11 @@ use crate::index::meet;
 use crate::index::IndexError;
 use crate::keys::id_hash_hex;
 
-/// What every article of a batch shares.
-#[derive(Debug, Clone)]
-pub(super) struct Batch<'a> {
-    /// The namespace's key prefix.
-    pub prefix: &'a str,
-    /// How long a bucket's keys live after it starts (bucket length + window).
-    pub retention_ms: u64,
-}
-
-impl Batch<'_> {
-    /// The script's first arguments; the articles' follow.
-    pub fn header(&self) -> Vec<Vec<u8>> {
-        vec![
-            self.prefix.as_bytes().to_vec(),
-            self.retention_ms.to_string().into_bytes(),
-        ]
-    }
-}
-
-/// One article decided from a worker's view, to commit.
+/// One commit of an article decided from a worker's view.
 #[derive(Debug, Clone)]
 pub(super) struct CommitArgs<'a> {
+    /// The namespace's key prefix.
+    pub prefix: &'a str,
     pub id: &'a str,
     /// The article's bucket: label and start (unix ms).
     pub label: &'a str,
@@ -48,8 +30,10 @@ pub(super) struct CommitArgs<'a> {
     pub lookup_signatures: usize,
     /// A duplicate's cluster root, and the bucket to look for it in first.
     pub root: Option<(&'a str, Option<&'a str>)>,
-    /// The shape bits the article's bucket gets if this commit opens it.
-    pub new_shape: u32,
+    /// Shape bits of a new bucket with no older one to size it by.
+    pub default_shape: u32,
+    /// The own bucket's shape bits, when the view knows them.
+    pub own_shape: Option<u32>,
     /// '1' per block position whose set may be empty in the own bucket (the
     /// insert then gives it its expiry); "" when unknown.
     pub empty_sets: &'a str,
@@ -82,8 +66,7 @@ pub(super) struct BucketCheck {
 }
 
 impl CommitArgs<'_> {
-    /// The article's part of the script's ARGV, in its order (`lua/commit.lua`
-    /// names them).
+    /// The script's ARGV, in its order (`lua/commit.lua` names them).
     pub fn argv(&self) -> Vec<Vec<u8>> {
         let fp = self.fingerprint;
         let keys = meet::Keys::of(fp, self.lookup_signatures);
@@ -96,10 +79,12 @@ impl CommitArgs<'_> {
         };
         let text = |s: &str| s.as_bytes().to_vec();
         let mut argv = vec![
+            text(self.prefix),
             text(self.id),
             text(&id_hash_hex(self.id)),
             text(self.label),
             text(&self.start.to_string()),
+            text(&self.retention_ms.to_string()),
             text(&expire_at.to_string()),
             text(&format!("{:016x}", fp.simhash)),
             text(&simhash_member(fp.simhash)),
@@ -109,14 +94,14 @@ impl CommitArgs<'_> {
             text(root),
             text(&root_hash),
             text(hint.unwrap_or("")),
+            text(&self.default_shape.to_string()),
             text(&keys.map_or(0, |k| k.lookup.len()).to_string()),
-            text(&self.new_shape.to_string()),
+            text(&self.own_shape.map_or(String::new(), |b| b.to_string())),
             text(self.empty_sets),
         ];
         match &self.validate {
             Validate::Nothing => argv.push(text("-1")),
             Validate::Since(buckets) => {
-                argv.push(text(&buckets.len().to_string()));
                 for b in buckets {
                     argv.push(text(&b.label));
                     argv.push(if b.counter == 0 {
@@ -146,27 +131,8 @@ pub(super) enum Committed {
     Retry(String),
 }
 
-/// Read commit.lua's answers to a batch of `n` articles; a bucket of another
-/// key layout is refused.
-pub(super) fn parse_replies(
-    reply: Value,
-    prefix: &str,
-    n: usize,
-) -> Result<Vec<Result<Committed, IndexError>>, IndexError> {
-    let replies = array(reply)?;
-    if replies.len() != n {
-        return Err(bad_reply(&format!(
-            "{} answers to {n} commits",
-            replies.len()
-        )));
-    }
-    Ok(replies
-        .into_iter()
-        .map(|r| parse_reply(r, prefix))
-        .collect())
-}
-
-fn parse_reply(reply: Value, prefix: &str) -> Result<Committed, IndexError> {
+/// Read commit.lua's reply; a bucket of another key layout is refused.
+pub(super) fn parse_reply(reply: Value, prefix: &str) -> Result<Committed, IndexError> {
     let mut it = array(reply)?.into_iter();
     Ok(match string(it.next())?.as_str() {
         "ok" => Committed::Ok(
@@ -198,6 +164,7 @@ mod tests {
 
     fn args<'a>(fp: &'a Fingerprint, validate: Validate) -> CommitArgs<'a> {
         CommitArgs {
+            prefix: "simdedup:{news}:",
             id: "article-1",
             label: "2025010500",
             start: 1_736_035_200_000,
@@ -206,25 +173,15 @@ mod tests {
             meta: "5|100|d|2|h|1|r",
             lookup_signatures: 2,
             root: Some(("r", Some("2025010400"))),
-            new_shape: 12,
+            default_shape: 13,
+            own_shape: Some(12),
             empty_sets: "0100",
             validate,
         }
     }
 
-    fn text(argv: &[Vec<u8>]) -> Vec<String> {
-        argv.iter()
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect()
-    }
-
     #[test]
     fn the_arguments_are_laid_out_as_commit_lua_reads_them() {
-        let batch = Batch {
-            prefix: "simdedup:{news}:",
-            retention_ms: 72 * 3_600_000,
-        };
-        assert_eq!(text(&batch.header()), ["simdedup:{news}:", "259200000"]);
         let fp = Fingerprint {
             simhash: 0x0123_4567_89ab_cdef,
             content: 7,
@@ -247,32 +204,37 @@ mod tests {
             },
         ];
         let argv = args(&fp, Validate::Since(views)).argv();
-        let text = text(&argv);
+        let text: Vec<String> = argv
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
         assert_eq!(
-            &text[..7],
+            &text[..9],
             [
+                "simdedup:{news}:",
                 "article-1",
                 "897cad",
                 "2025010500",
                 "1736035200000",
+                "259200000",
                 "1736294400",
                 "0123456789abcdef",
                 "81985529216486895",
             ]
         );
-        assert_eq!(argv[7], encode_fingerprint(&fp));
+        assert_eq!(argv[9], encode_fingerprint(&fp));
         assert_eq!(
-            &text[8..],
+            &text[10..],
             [
                 "5|100|d|2|h|1|r",
                 "1",
                 "r",
                 &id_hash_hex("r"),
                 "2025010400",
+                "13",
                 "2",
                 "12",
                 "0100",
-                "2",
                 "2025010400",
                 "",
                 "1",
@@ -284,47 +246,29 @@ mod tests {
             ]
         );
         let preload = args(&fp, Validate::Nothing).argv();
-        assert_eq!(preload.len(), 17);
-        assert_eq!(preload[16], b"-1");
+        assert_eq!(preload.len(), 20);
+        assert_eq!(preload[19], b"-1");
         // An empty fingerprint is not indexed and looks nothing up.
         let empty = Fingerprint {
             words: 0,
             ..fp.clone()
         };
         let argv = args(&empty, Validate::Nothing).argv();
-        assert_eq!((&argv[9][..], &argv[13][..]), (&b"0"[..], &b"0"[..]));
+        assert_eq!((&argv[11][..], &argv[16][..]), (&b"0"[..], &b"0"[..]));
     }
 
     #[test]
-    fn each_answer_of_a_batch_is_read_and_an_old_layout_is_refused() {
-        let answer = |words: &[&str]| {
-            Value::Array(
-                words
-                    .iter()
-                    .map(|w| Value::BulkString(w.as_bytes().to_vec()))
-                    .collect(),
-            )
-        };
+    fn an_old_layout_is_refused_with_what_to_do() {
         let reply = Value::Array(vec![
-            answer(&["ok", "42"]),
-            answer(&["retry", "block"]),
-            answer(&["layout", "2025010500"]),
+            Value::BulkString(b"layout".to_vec()),
+            Value::BulkString(b"2025010500".to_vec()),
         ]);
-        let mut answers = parse_replies(reply.clone(), "simdedup:{news}:", 3)
-            .unwrap()
-            .into_iter();
-        assert_eq!(answers.next().unwrap().unwrap(), Committed::Ok(42));
-        assert_eq!(
-            answers.next().unwrap().unwrap(),
-            Committed::Retry("block".into())
-        );
-        let err = answers.next().unwrap().unwrap_err();
+        let err = parse_reply(reply, "simdedup:{news}:").unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, IndexError::Config(_)));
         assert!(
             text.contains("simdedup:{news}:n:2025010500") && text.contains("new namespace"),
             "{text}"
         );
-        assert!(parse_replies(reply, "simdedup:{news}:", 2).is_err());
     }
 }
