@@ -95,30 +95,7 @@ async fn every_key_carries_a_ttl_within_window_plus_bucket() {
     }
     assert!(idx.delete("g3-0").await.unwrap());
     let mut conn = server.connection();
-    let keys = keys_of(&mut conn, "ttl");
-    let families: BTreeSet<&str> = keys
-        .iter()
-        .map(|k| {
-            k.trim_start_matches("simdedup:{ttl}:")
-                .split(':')
-                .next()
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(
-        families,
-        ["b", "buckets", "d", "deleted", "f", "i", "m", "n"]
-            .into_iter()
-            .collect()
-    );
-    let limit = (idx.bucket_ms() + conformance::WINDOW) / 1000;
-    for key in &keys {
-        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut conn).unwrap();
-        assert!(
-            ttl > 0 && ttl <= limit,
-            "{key} has TTL {ttl}, limit {limit}"
-        );
-    }
+    assert_card_keys_expire(&mut conn, "ttl", idx.bucket_ms());
 }
 
 #[tokio::test]
@@ -538,30 +515,7 @@ async fn views_follow_each_other() {
     // d: hash whose links were deleted stays, empty but for its "" field, until
     // it expires: the same as an i: hash.)
     let mut conn = server.connection();
-    let keys = keys_of(&mut conn, "rep");
-    let families: BTreeSet<&str> = keys
-        .iter()
-        .map(|k| {
-            k.trim_start_matches("simdedup:{rep}:")
-                .split(':')
-                .next()
-                .unwrap()
-        })
-        .collect();
-    assert_eq!(
-        families,
-        ["b", "buckets", "d", "deleted", "f", "i", "m", "n"]
-            .into_iter()
-            .collect()
-    );
-    let limit = (a.bucket_ms() + conformance::WINDOW) / 1000;
-    for key in &keys {
-        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut conn).unwrap();
-        assert!(
-            ttl > 0 && ttl <= limit,
-            "{key} has TTL {ttl}, limit {limit}"
-        );
-    }
+    assert_card_keys_expire(&mut conn, "rep", a.bucket_ms());
 }
 
 /// A namespace written with the earlier key layout (lookup lists `h:`, `c:`,
@@ -1156,4 +1110,29 @@ async fn exercise_the_index(idx: &RedisIndex) {
     assert!(idx.get("a").await.unwrap().is_some());
     assert_eq!(idx.cluster("b").await.unwrap().unwrap().duplicates.len(), 2);
     assert!(idx.delete("a").await.unwrap());
+}
+
+/// The namespace `ns` holds exactly the card's key families, and every key
+/// expires within the window plus one bucket.
+fn assert_card_keys_expire(conn: &mut redis::Connection, ns: &str, bucket_ms: i64) {
+    let keys = keys_of(conn, ns);
+    let prefix = format!("simdedup:{{{ns}}}:");
+    let families: BTreeSet<&str> = keys
+        .iter()
+        .map(|k| k.trim_start_matches(&prefix).split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        families,
+        ["b", "buckets", "d", "deleted", "f", "i", "m", "n"]
+            .into_iter()
+            .collect()
+    );
+    let limit = (bucket_ms + conformance::WINDOW) / 1000;
+    for key in &keys {
+        let ttl: i64 = redis::cmd("TTL").arg(key).query(conn).unwrap();
+        assert!(
+            ttl > 0 && ttl <= limit,
+            "{key} has TTL {ttl}, limit {limit}"
+        );
+    }
 }
