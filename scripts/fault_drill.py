@@ -24,7 +24,7 @@ Drills:
 Usage:
   scripts/fault_drill.py DRILL --binary target/release/simdedup \
       --eval ../shared/eval/dev-zh --articles 3388 --runs 10 [--hold 15] \
-      [--worker-arg=--liveness-ttl-ms --worker-arg=2000]
+      [--worker-arg=--liveness-ttl-ms --worker-arg=2000] [--keep DIR]
   scripts/fault_drill.py steady --binary target/release/simdedup \
       --data ../shared/data/cctv-news-2022-2025.jsonl --articles 20000 --runs 5
 Prints one JSON line per run and a summary line (medians).
@@ -127,13 +127,14 @@ def start_redis(tmp):
 
 
 class Worker:
-    def __init__(self, binary, port, ns, extra):
+    def __init__(self, binary, port, ns, extra, log=None):
         self.http = free_port()
+        out = open(log, "a") if log else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [binary, "worker", "--redis-url", f"redis://127.0.0.1:{port}", "--namespace", ns,
              "--index", "redis", "--http-addr", f"127.0.0.1:{self.http}"] + extra,
-            env={**os.environ, "SIMDEDUP_LOG": "error"},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            env={**os.environ, "SIMDEDUP_LOG": "warn" if log else "error"},
+            stdout=subprocess.DEVNULL, stderr=out)
 
     def readyz(self):
         try:
@@ -178,12 +179,17 @@ def read_outputs(r, ns):
         start = batch[-1][0].decode()
 
 
-def run_once(args, articles, truth_path, drill):
+def run_once(args, articles, truth_path, drill, run):
     ns = "drill"
+    keep = None
+    if args.keep:
+        keep = os.path.join(args.keep, f"run{run}")
+        os.makedirs(keep, exist_ok=True)
+    log = os.path.join(keep, "workers.log") if keep else None
     with tempfile.TemporaryDirectory() as tmp:
         proc, port, r = start_redis(tmp)
         extra = list(args.worker_arg)
-        workers = [Worker(args.binary, port, ns, extra) for _ in range(2)]
+        workers = [Worker(args.binary, port, ns, extra, log) for _ in range(2)]
         try:
             wait(lambda: all(w.readyz() == 200 for w in workers), 120, "workers ready")
             n = len(articles)
@@ -196,7 +202,7 @@ def run_once(args, articles, truth_path, drill):
             if drill == "kill":
                 wait(lambda: outputs(r, ns) >= 0.3 * n, 120, "30 %")
                 workers[0].kill9()
-                workers[0] = Worker(args.binary, port, ns, extra)
+                workers[0] = Worker(args.binary, port, ns, extra, log)
             elif drill == "oom":
                 wait(lambda: outputs(r, ns) >= 0.1 * n, 120, "10 %")
                 used = int(next(l for l in r.cmd("INFO", "memory").decode().splitlines()
@@ -221,7 +227,7 @@ def run_once(args, articles, truth_path, drill):
                     time.sleep(1.5)
                     i = random.randrange(len(workers))
                     workers[i].kill9()
-                    workers[i] = Worker(args.binary, port, ns, extra)
+                    workers[i] = Worker(args.binary, port, ns, extra, log)
                     kills += 1
                 result["kills"] = kills
             wait(lambda: outputs(r, ns) >= n and pending(r, ns) == 0, 600, "all answered")
@@ -244,7 +250,13 @@ def run_once(args, articles, truth_path, drill):
             score = None if truth_path is None else json.loads(subprocess.run(
                 [sys.executable, os.path.join(args.eval, "..", "score.py"), truth_path, verdicts],
                 capture_output=True, text=True, check=True).stdout)
-            os.unlink(verdicts)
+            if keep:
+                os.replace(verdicts, os.path.join(keep, "verdicts.jsonl"))
+                with open(os.path.join(keep, "outputs.jsonl"), "w") as f:
+                    for o in outs:
+                        f.write(json.dumps(o) + "\n")
+            else:
+                os.unlink(verdicts)
             if score is not None:
                 result.update(recall=score["recall"], precision=score["precision"])
             return result
@@ -265,6 +277,8 @@ def main():
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--hold", type=float, default=15.0, help="oom: seconds Redis stays full")
     p.add_argument("--worker-arg", action="append", default=[], help="passed to every worker")
+    p.add_argument("--keep", metavar="DIR",
+                   help="keep each run's outputs, verdicts and worker log (warnings) in DIR/runN")
     args = p.parse_args()
     source = args.data or os.path.join(args.eval, "stream.jsonl")
     articles = []
@@ -282,8 +296,8 @@ def main():
                     f.write(l)
             truth = f.name
     results = []
-    for _ in range(args.runs):
-        res = run_once(args, articles, truth, args.drill)
+    for run in range(args.runs):
+        res = run_once(args, articles, truth, args.drill, run)
         print(json.dumps(res), flush=True)
         results.append(res)
     summary = {"drill": args.drill, "runs": len(results),

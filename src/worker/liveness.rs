@@ -18,6 +18,7 @@
 //! outage during which nobody could refresh a key, every live peer has had
 //! time to refresh its own before anyone is judged dead.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -25,6 +26,7 @@ use redis::{RedisResult, Script, Value};
 
 use crate::keys::Keys;
 
+use super::order::{first_pending, StreamId};
 use super::stream::{parse_entry_list, RawEntry, ReplyError};
 
 static RECLAIM_SOURCE: &str = include_str!("../../lua/reclaim.lua");
@@ -132,10 +134,39 @@ impl Liveness {
             .query_async(conn)
             .await?;
         let consumers = parse_xinfo_consumers(&reply).map_err(super::reply_error)?;
-        Ok(consumers
+        let mut suspects: Vec<Consumer> = consumers
             .into_iter()
             .filter(|c| c.name != self.consumer && (c.pending > 0 || c.idle_ms >= self.ttl_ms))
-            .collect())
+            .collect();
+        // Oldest entry first: a take-over moves the entries every later
+        // batch waits for ([`super::order`]), not those of whichever
+        // consumer sorts first by name.
+        let holding: Vec<String> = suspects
+            .iter()
+            .filter(|c| c.pending > 0)
+            .map(|c| c.name.clone())
+            .collect();
+        if holding.len() < 2 {
+            return Ok(suspects);
+        }
+        let mut pipe = redis::pipe();
+        for name in &holding {
+            pipe.cmd("XPENDING")
+                .arg(&self.stream)
+                .arg(&self.group)
+                .arg("-")
+                .arg("+")
+                .arg(1)
+                .arg(name);
+        }
+        let replies: Vec<Value> = pipe.query_async(conn).await?;
+        let oldest: HashMap<String, StreamId> = holding
+            .into_iter()
+            .zip(&replies)
+            .filter_map(|(name, v)| Some((name, first_pending(v)?)))
+            .collect();
+        suspects.sort_by_key(|c| oldest.get(&c.name).copied().unwrap_or(StreamId::MAX));
+        Ok(suspects)
     }
 
     /// If `consumer`'s key is gone, claim up to `count` of its entries for

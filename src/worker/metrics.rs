@@ -82,6 +82,10 @@ pub struct Metrics {
     pub order_waits: Counter,
     /// Milliseconds it spent so.
     pub order_wait_ms: Counter,
+    /// Batches that decided while another consumer still held an earlier
+    /// entry, after waiting the whole bound: where verdicts may not be in
+    /// stream order.
+    pub order_given_up: Counter,
     pub dead_letters: Counter,
     /// Output entries not written because the input entry was already acked
     /// (another worker finished it first): the exactly-once guard at work.
@@ -116,6 +120,7 @@ impl Default for Metrics {
             claimed: Counter::default(),
             order_waits: Counter::default(),
             order_wait_ms: Counter::default(),
+            order_given_up: Counter::default(),
             dead_letters: Counter::default(),
             commit_skipped: Counter::default(),
             redis_errors: Counter::default(),
@@ -176,6 +181,11 @@ impl Metrics {
                 "simdedup_order_wait_milliseconds",
                 "Time the reader and batches spent waiting for earlier entries pending on other consumers",
                 &self.order_wait_ms,
+            ),
+            (
+                "simdedup_order_given_up",
+                "Batches that decided while another consumer still held an earlier entry, after waiting the whole bound",
+                &self.order_given_up,
             ),
             (
                 "simdedup_dead_letters",
@@ -358,6 +368,7 @@ mod tests {
             "simdedup_claimed_total",
             "simdedup_order_waits_total",
             "simdedup_order_wait_milliseconds_total",
+            "simdedup_order_given_up_total",
             "simdedup_dead_letters_total",
             "simdedup_commit_skipped_total",
             "simdedup_redis_errors_total",

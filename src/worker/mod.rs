@@ -530,11 +530,17 @@ impl<I: Index + 'static> Worker<I> {
             let now = Instant::now();
             // Whether this round read new entries (or was held from it).
             let mut fresh = false;
+            // Held from before a take-over until its batch has its turn.
+            let mut takeover_hold: Option<order::Turn> = None;
             let result = if read_history {
                 self.read(&mut reader, "0", false).await.map(Some)
             } else if now >= next_claim {
                 next_claim = now + Duration::from_millis(cfg.claim_interval_ms);
                 self.refresh_gauges(&mut reader).await;
+                // Entries taken over are older than those in flight: no batch
+                // starts deciding until they have their turn (below), or
+                // until none came.
+                takeover_hold = Some(turns.hold());
                 match self.take_over(&shared, &liveness, &mut reader).await {
                     // A full batch: there may be more, look again at once.
                     Ok(entries) if entries.len() >= cfg.batch_size => {
@@ -565,7 +571,7 @@ impl<I: Index + 'static> Worker<I> {
                             "read the slack past an entry pending on another consumer: waiting for it"
                         );
                     }
-                    drop(held);
+                    drop((held, takeover_hold));
                     let pause = Duration::from_millis(cfg.claim_interval_ms.min(ORDER_POLL_MS));
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
@@ -601,7 +607,7 @@ impl<I: Index + 'static> Worker<I> {
                     }
                     // A read whose reply was lost may have delivered entries
                     // to us: the next scan finds them (`take_over`).
-                    drop(held);
+                    drop((held, takeover_hold));
                     tokio::select! {
                         _ = self.health.pause(seen, backoff.next_delay()) => {}
                         _ = shutdown.recv() => {}
@@ -634,6 +640,7 @@ impl<I: Index + 'static> Worker<I> {
             let shared = shared.clone();
             let first = order::StreamId::parse(&entries[0].id).unwrap_or(order::StreamId::MIN);
             let turn = turns.enter(first);
+            drop(takeover_hold);
             tasks.spawn(async move { process_batch(shared, entries, held, turn).await });
         }
         drop(trouble);
@@ -1210,43 +1217,40 @@ fn may_interact(a: &IndexEntry, b: &IndexEntry) -> bool {
 }
 
 /// Wait, before a batch's index calls, until no other consumer of the group
-/// holds an entry before `first` ([`order`]): batches of different workers
-/// decide in stream order too. At most two liveness bounds (TTL + claim
-/// interval): by then an entry held by a dead peer has been taken over, and
-/// past it the batch goes on rather than wait for one that never moves.
-/// Meanwhile entries taken over from a dead peer may come in before this
-/// batch: then it gives them its turn.
+/// holds an entry before its first ([`order::wait_for_earlier`]): batches of
+/// different workers decide in stream order too. At most two liveness bounds
+/// (TTL + claim interval) of Redis serving this worker: by then an entry held
+/// by a dead peer has been taken over, and past it the batch goes on rather
+/// than wait for one that never moves. While Redis fails, peers' calls fail
+/// too and nobody is judged dead: that time does not count, or the batches
+/// held by an outage would decide in whatever order their retries succeed.
 async fn wait_for_peers<I: Index>(shared: &Shared<I>, turn: &order::Turn) {
     let cfg = &shared.config;
     if !cfg.order_across_workers {
         return;
     }
-    let first = turn.first();
     let bound = Duration::from_millis(2 * (cfg.liveness_ttl_ms + cfg.claim_interval_ms));
     let started = Instant::now();
-    let mut waited = false;
-    loop {
-        if !turn.is_first() {
-            turn.wait().await;
-        }
+    let give_up = |waited: Duration| {
+        waited >= bound && shared.health.available_for().is_some_and(|t| t >= bound)
+    };
+    let waited = order::wait_for_earlier(turn, give_up, PEER_POLL, || async {
         let mut c = shared.conn.clone();
-        match order::oldest_elsewhere(&mut c, &shared.stream, &cfg.group, &shared.consumer).await {
-            Ok(Some(p)) if p < first => {}
-            // Nothing before it elsewhere; or Redis failed: the index call
-            // meets that failure and holds the batch itself.
-            _ => break,
-        }
-        if started.elapsed() >= bound {
-            tracing::warn!(
-                waited_ms = started.elapsed().as_millis() as u64,
-                "another consumer still holds an earlier entry: deciding this batch anyway"
-            );
-            break;
-        }
-        waited = true;
-        tokio::time::sleep(Duration::from_millis(PEER_POLL_MS)).await;
+        // Redis failed: the index call meets that failure and holds the
+        // batch itself.
+        order::oldest_elsewhere(&mut c, &shared.stream, &cfg.group, &shared.consumer)
+            .await
+            .unwrap_or(None)
+    })
+    .await;
+    if waited == order::Waited::GaveUp {
+        shared.metrics.order_given_up.inc();
+        tracing::warn!(
+            waited_ms = started.elapsed().as_millis() as u64,
+            "another consumer still holds an earlier entry: deciding this batch anyway"
+        );
     }
-    if waited {
+    if waited != order::Waited::No {
         shared.metrics.order_waits.inc();
         shared
             .metrics
@@ -1256,8 +1260,8 @@ async fn wait_for_peers<I: Index>(shared: &Shared<I>, turn: &order::Turn) {
 }
 
 /// How often a batch waiting for an earlier entry held by another consumer
-/// looks again, milliseconds.
-const PEER_POLL_MS: u64 = 2;
+/// looks again.
+const PEER_POLL: Duration = Duration::from_millis(2);
 
 /// Process one batch: fingerprint, decide, commit. Returns (emitted, skipped).
 async fn process_batch<I: Index + 'static>(

@@ -21,8 +21,10 @@
 //! no other consumer and never waits.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -36,6 +38,8 @@ pub struct StreamId(u64, u64);
 impl StreamId {
     /// Before every entry.
     pub const MIN: StreamId = StreamId(0, 0);
+    /// After every entry.
+    pub const MAX: StreamId = StreamId(u64::MAX, u64::MAX);
 
     pub fn parse(id: &str) -> Option<StreamId> {
         let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
@@ -122,6 +126,14 @@ impl Turns {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A turn before every batch, held while entries that may be older than
+    /// every batch in flight are being taken over: a batch that has not
+    /// started deciding waits until the taken-over batch has entered (or the
+    /// hold is dropped because none came).
+    pub fn hold(self: &Arc<Self>) -> Turn {
+        self.enter(StreamId::MIN)
+    }
+
     /// A batch whose first entry is `first` joins.
     pub fn enter(self: &Arc<Self>, first: StreamId) -> Turn {
         let key = (first, self.next.fetch_add(1, Ordering::Relaxed));
@@ -166,6 +178,51 @@ impl Drop for Turn {
     }
 }
 
+/// How [`wait_for_earlier`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// Nothing before the batch was held elsewhere.
+    No,
+    /// It waited until nothing before it was.
+    Yes,
+    /// It waited the whole bound and goes on anyway.
+    GaveUp,
+}
+
+/// Wait until `turn` is first among this worker's batches and
+/// `oldest_elsewhere` (the oldest entry another consumer holds, `None`:
+/// none) is not before its first entry, looking again every `poll`, until
+/// `give_up` (given the time waited so far) says to go on. A take-over moves entries from another consumer to this
+/// worker before they have a turn: it holds one ([`Turns::hold`]) from
+/// before the move until their batch has entered, so the answer "nothing
+/// held elsewhere" counts only if the turn is still first once it came.
+pub async fn wait_for_earlier<F, Fut>(
+    turn: &Turn,
+    give_up: impl Fn(Duration) -> bool,
+    poll: Duration,
+    mut oldest_elsewhere: F,
+) -> Waited
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<StreamId>>,
+{
+    let started = Instant::now();
+    let mut waited = Waited::No;
+    loop {
+        turn.wait().await;
+        match oldest_elsewhere().await {
+            Some(p) if p < turn.first() => {}
+            _ if turn.is_first() => return waited,
+            _ => continue,
+        }
+        if give_up(started.elapsed()) {
+            return Waited::GaveUp;
+        }
+        waited = Waited::Yes;
+        tokio::time::sleep(poll).await;
+    }
+}
+
 fn int(v: &Value) -> Option<u64> {
     match v {
         Value::Int(n) => u64::try_from(*n).ok(),
@@ -204,7 +261,7 @@ pub fn others_holding(summary: &Value, me: &str) -> Vec<String> {
 }
 
 /// The first id of an `XPENDING key group - + 1 consumer` reply.
-fn first_pending(v: &Value) -> Option<StreamId> {
+pub fn first_pending(v: &Value) -> Option<StreamId> {
     let Value::Array(rows) = v else { return None };
     let Value::Array(row) = rows.first()? else {
         return None;
@@ -302,6 +359,84 @@ mod tests {
             .expect("its turn comes")
             .unwrap();
         assert_eq!(first, StreamId::parse("20-0").unwrap());
+    }
+
+    /// A take-over that lands between a batch's look at the other consumers
+    /// and the answer: the entries it moved are no longer "elsewhere", but
+    /// the batch still waits for them, first for the hold, then for their
+    /// own batch.
+    #[tokio::test]
+    async fn a_batch_waits_for_entries_taken_over_while_it_looked() {
+        let id = |s| StreamId::parse(s).unwrap();
+        let turns = Arc::new(Turns::default());
+        let batch = turns.enter(id("20-0"));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let looks = Arc::new(AtomicU64::new(0));
+        let waiter = {
+            let (turns, looks) = (turns.clone(), looks.clone());
+            tokio::spawn(async move {
+                let waited = wait_for_earlier(
+                    &batch,
+                    |_| false,
+                    Duration::from_millis(1),
+                    || {
+                        let (turns, tx) = (turns.clone(), tx.clone());
+                        let look = looks.fetch_add(1, Ordering::SeqCst);
+                        async move {
+                            if look == 0 {
+                                // A dead peer holds "10-0".
+                                return Some(StreamId::parse("10-0").unwrap());
+                            }
+                            if look == 1 {
+                                // Meanwhile the reader starts taking it over.
+                                tx.send(turns.hold()).unwrap();
+                            }
+                            None
+                        }
+                    },
+                )
+                .await;
+                (waited, batch)
+            })
+        };
+        let hold = rx.recv().await.expect("the take-over starts");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "the batch waits for the take-over");
+        let taken_over = turns.enter(id("10-0"));
+        drop(hold);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !waiter.is_finished(),
+            "the batch waits for the taken-over entries to decide"
+        );
+        drop(taken_over);
+        let (waited, _batch) = tokio::time::timeout(Duration::from_secs(60), waiter)
+            .await
+            .expect("its turn comes")
+            .unwrap();
+        assert_eq!(waited, Waited::Yes);
+    }
+
+    #[tokio::test]
+    async fn a_batch_gives_up_waiting_after_the_bound() {
+        let turns = Arc::new(Turns::default());
+        let batch = turns.enter(StreamId::parse("20-0").unwrap());
+        let waited = wait_for_earlier(
+            &batch,
+            |waited| waited >= Duration::from_millis(5),
+            Duration::from_millis(1),
+            || async { StreamId::parse("10-0") },
+        )
+        .await;
+        assert_eq!(waited, Waited::GaveUp);
+        let free = wait_for_earlier(
+            &batch,
+            |_| true,
+            Duration::from_millis(1),
+            || async { StreamId::parse("30-0") },
+        )
+        .await;
+        assert_eq!(free, Waited::No);
     }
 
     #[test]

@@ -117,6 +117,11 @@ struct Worker {
 
 impl Worker {
     fn spawn(redis: &Redis, ns: &str, name: &str) -> Worker {
+        Worker::spawn_with(redis, ns, name, &[])
+    }
+
+    /// With settings from the environment (`SIMDEDUP_WORKER__...`).
+    fn spawn_with(redis: &Redis, ns: &str, name: &str, env: &[(&str, &str)]) -> Worker {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
             .args(["worker", "--redis-url", &redis.url(), "--namespace", ns])
@@ -124,6 +129,7 @@ impl Worker {
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .env_remove("SIMDEDUP_CONFIG")
             .env("SIMDEDUP_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -521,4 +527,100 @@ fn an_original_stranded_on_a_dead_consumer_is_decided_before_its_copy() {
     assert_eq!(c["dup_of"], "original");
     assert!(w.metric("simdedup_order_waits_total") > 0);
     assert_eq!(w.metric("simdedup_claimed_total"), 1);
+}
+
+/// Order across workers with many dead consumers: each holds an original,
+/// and its copy, the next entry, waits in a batch of its own for it. A scan
+/// takes the dead consumers over oldest entry first, so every copy's wait
+/// ends when its own original is taken over and decided, well within the
+/// bound. Taken over in another order (XINFO CONSUMERS lists them by name:
+/// ghost-10 before ghost-2), batches wait out the bound and decide anyway
+/// (`simdedup_order_given_up_total`), and this test fails. The race between
+/// a take-over and a batch looking at the other consumers is covered by
+/// `order::tests::a_batch_waits_for_entries_taken_over_while_it_looked`.
+#[test]
+fn dead_consumers_are_taken_over_oldest_entry_first() {
+    const GHOSTS: u64 = 40;
+    let redis = Redis::start();
+    let keys = Keys::new("takeover-order");
+    let mut conn = redis.connection();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(keys.input_stream())
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut conn)
+        .unwrap();
+    for g in 0..GHOSTS {
+        let (original, copy) = (article_text(2000 + g, 0), article_text(2000 + g, 1));
+        let (oid, cid) = (format!("original-{g}"), format!("copy-{g}"));
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", oid.as_bytes()), ("text", original.as_bytes())],
+        );
+        // A consumer that reads the original and dies (no liveness key).
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(GROUP)
+            .arg(format!("ghost-{g}"))
+            .arg("COUNT")
+            .arg(1)
+            .arg("STREAMS")
+            .arg(keys.input_stream())
+            .arg(">")
+            .query(&mut conn)
+            .unwrap();
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", cid.as_bytes()), ("text", copy.as_bytes())],
+        );
+    }
+    let total = 2 * GHOSTS as usize;
+    let w = Worker::spawn_with(
+        &redis,
+        "takeover-order",
+        "w",
+        &[
+            ("SIMDEDUP_WORKER__BATCH_SIZE", "1"),
+            ("SIMDEDUP_WORKER__MAX_IN_FLIGHT", "64"),
+            ("SIMDEDUP_WORKER__LIVENESS_TTL_MS", "300"),
+            ("SIMDEDUP_WORKER__CLAIM_INTERVAL_MS", "50"),
+            ("SIMDEDUP_WORKER__BLOCK_MS", "20"),
+        ],
+    );
+    wait_until("one output per input, nothing pending", LIMIT, || {
+        outputs(&mut conn, &keys) >= total && pending(&mut conn, &keys, GROUP) == 0
+    });
+    let outs = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(outs.len(), total, "exactly one output per input");
+    let verdict = |id: &str| {
+        outs.iter()
+            .map(|(_, f)| f)
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("an output for {id}"))
+            .clone()
+    };
+    let mut inverted = Vec::new();
+    for g in 0..GHOSTS {
+        let (o, c) = (
+            verdict(&format!("original-{g}")),
+            verdict(&format!("copy-{g}")),
+        );
+        if o["verdict"] != "unique" || c["dup_of"] != format!("original-{g}") {
+            inverted.push(g);
+        }
+    }
+    assert!(
+        inverted.is_empty(),
+        "copies decided before their originals in groups {inverted:?}"
+    );
+    assert_eq!(w.metric("simdedup_claimed_total"), GHOSTS);
+    assert_eq!(
+        w.metric("simdedup_order_given_up_total"),
+        0,
+        "no batch waited out the bound"
+    );
 }
