@@ -50,8 +50,9 @@ fn main() {
 fn unpack(path: &str) -> String {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut text = String::new();
-    zstd::Decoder::new(file)
-        .and_then(|mut d| d.read_to_string(&mut text))
+    ruzstd::decoding::StreamingDecoder::new(file)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .read_to_string(&mut text)
         .unwrap_or_else(|e| panic!("{path}: {e}"));
     text
 }

@@ -250,7 +250,7 @@ mod tests {
 
     #[test]
     fn cuts_like_jieba() {
-        let jieba = jieba_rs::Jieba::new();
+        let jieba = crate::tokenize::jieba();
         for text in [
             "我们今天在北京参观了故宫博物院",
             "国家统计局今天发布数据，一季度国内生产总值同比增长百分之五点三。",
@@ -270,7 +270,7 @@ mod tests {
     /// included), cut both ways.
     #[test]
     fn cuts_like_jieba_on_random_han_text() {
-        let jieba = jieba_rs::Jieba::new();
+        let jieba = crate::tokenize::jieba();
         let chars: Vec<char> = COMMON_HAN.chars().collect();
         let texts = random_texts(0x2545_F491_4F6C_DD1D, 200, 5..305, |rng| {
             match rng.below(40) {

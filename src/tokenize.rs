@@ -46,12 +46,24 @@ pub fn is_word_char(c: char) -> bool {
     }
 }
 
-/// The shared jieba-rs segmenter (for the HMM). Building one parses jieba's
-/// dictionary, ~150 ms and ~33 MB, so the process builds it once, when first
-/// asked.
+/// The shared jieba-rs segmenter (for the HMM), on jieba's dictionary as the
+/// compile-time tables read it (`src/jieba/dict.txt.zst`). Building one
+/// decompresses and parses the dictionary, ~150 ms and ~33 MB, so the process
+/// builds it once, when first asked.
 pub fn shared_jieba() -> Arc<Jieba> {
     static JIEBA: OnceLock<Arc<Jieba>> = OnceLock::new();
-    JIEBA.get_or_init(|| Arc::new(Jieba::new())).clone()
+    JIEBA.get_or_init(|| Arc::new(jieba())).clone()
+}
+
+/// A jieba-rs segmenter on jieba's dictionary.
+pub(crate) fn jieba() -> Jieba {
+    static DICT: &[u8] = include_bytes!("jieba/dict.txt.zst");
+    let mut text = Vec::new();
+    ruzstd::decoding::StreamingDecoder::new(DICT)
+        .and_then(|mut d| Ok(std::io::Read::read_to_end(&mut d, &mut text)))
+        .expect("src/jieba/dict.txt.zst is a zstd frame")
+        .expect("src/jieba/dict.txt.zst decompresses");
+    Jieba::with_dict(&mut text.as_slice()).expect("jieba's dictionary parses")
 }
 
 /// What cuts Han runs into words.
