@@ -37,7 +37,8 @@ async fn conformance_on_a_cluster_with_replicas() {
 
 /// The workers ask for one replica's acknowledgement of every commit
 /// (`worker.wait_replicas`): `WAIT` reaches the primary of the namespace's
-/// slot, where the commit ran, whose replica answers.
+/// slot, where the commit ran, whose replica answers, and no other primary
+/// (there it would count replicas of nothing this connection wrote).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_run_on_a_cluster() {
     let cluster = RedisCluster::start_with_replicas(3, 1);
@@ -48,6 +49,26 @@ async fn workers_run_on_a_cluster() {
         ..worker_common::fast_config()
     };
     ha_common::run_with(&cluster.nodes[1].url(), "clu", primary, None, config).await;
+    let waits = |node: usize| -> u64 {
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut cluster.nodes[node].connection())
+            .unwrap();
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_wait:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    let home = cluster.primary_for(&key);
+    assert!(waits(home) > 0, "no WAIT on the namespace's primary");
+    for other in (0..3).filter(|&n| n != home) {
+        assert_eq!(
+            waits(other),
+            0,
+            "WAIT on primary {other}, not the namespace's"
+        );
+    }
 }
 
 /// `CLUSTER FAILOVER` on the replica of the namespace's primary while two
