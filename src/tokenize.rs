@@ -59,10 +59,9 @@ pub fn shared_jieba() -> Arc<Jieba> {
 pub(crate) fn jieba() -> Jieba {
     static DICT: &[u8] = include_bytes!("jieba/dict.txt.zst");
     let mut text = Vec::new();
-    ruzstd::decoding::StreamingDecoder::new(DICT)
-        .and_then(|mut d| Ok(std::io::Read::read_to_end(&mut d, &mut text)))
-        .expect("src/jieba/dict.txt.zst is a zstd frame")
-        .expect("src/jieba/dict.txt.zst decompresses");
+    let mut dict = ruzstd::decoding::StreamingDecoder::new(DICT)
+        .expect("src/jieba/dict.txt.zst is a zstd frame");
+    std::io::Read::read_to_end(&mut dict, &mut text).expect("src/jieba/dict.txt.zst decompresses");
     Jieba::with_dict(&mut text.as_slice()).expect("jieba's dictionary parses")
 }
 
