@@ -1,11 +1,11 @@
 -- commit.lua: record an article and its verdict, but only if nothing inserted
 -- since the worker's view of the window could have changed its decision.
 -- Arguments: src/index/redis/commit.rs (CommitArgs::argv, pinned by a test).
--- Every insert takes the next handle of its bucket (n: field n) and stores its
--- packed fingerprint under it (f:), here. So what a bucket received since the
--- view are the handles after the view's counter, and their fingerprints show
--- whether one can meet this article (src/index/meet.rs). Deleted ones (f:
--- emptied) are skipped.
+-- Every insert takes the next handle of its bucket (n: field n) and writes
+-- its recent record (codec.rs, encode_recent) in the bucket's r: string, so
+-- what a bucket received since the view (the handles after the view's
+-- counter) is read back with one GETRANGE: a record shows whether its article
+-- meets this one (src/index/meet.rs) or may have its id.
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"} |
 -- {"layout", label} (a bucket written with another key layout)
 
@@ -14,42 +14,36 @@ local start, retention, expire_at = ARGV[5], ARGV[6], ARGV[7]
 local simhex, simdec, packed, meta = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local indexed, root, root_hash, root_hint = ARGV[12] == '1', ARGV[13], ARGV[14], ARGV[15]
 local default_shape, S, k, empty = ARGV[16], tonumber(ARGV[17]), tonumber(ARGV[18]), ARGV[19]
-local known, FIRST_BUCKET = k ~= nil, 20
--- The keys another packed fingerprint meets this one through, as bytes at
--- the offsets codec.rs packs them: the four blocks, the content hash, the S
--- lookup sketch hashes. list[t]: the key's place among the full-list flags.
-local tokens, list = {}, {}
-for d = 1, 4 do tokens[d] = string.sub(packed, 2 * d - 1, 2 * d) end
-if indexed then tokens[5], list[5] = string.sub(packed, 9, 16), 1 end
-for s = 1, indexed and S or 0 do tokens[5 + s], list[5 + s] = string.sub(packed, 13 + 4 * s, 16 + 4 * s), 1 + s end
-
--- Why one of `recs` (packed fingerprints; false or '' when deleted) meets this
--- article, or nil. A hit counts only where its key lies in a record (a block
--- at an even offset of the SimHash, the content at 8, a sketch hash from 16
--- on, 4-aligned). A list full in the view (`full`: '1') is never appended to,
--- so meeting only through it is no conflict. One string.find per key over
--- all records joined: calls from Lua into C are what a commit costs.
-local function conflict(recs, full)
-  local parts, ends, at = {}, {}, 0
-  for r = 1, #recs do
-    if recs[r] and recs[r] ~= '' then parts[#parts + 1] = recs[r]; at = at + #recs[r]; ends[#ends + 1] = at end
-  end
-  local all = table.concat(parts)
-  for t = 1, #tokens do
-    local from = (list[t] and string.sub(full, list[t], list[t]) == '1') and at + 1 or 1
-    local pos = from <= at and string.find(all, tokens[t], from, true)
-    while pos do
-      local r, base = 1, 0
-      while ends[r] < pos do base = ends[r]; r = r + 1 end
-      local off = pos - 1 - base
-      if (t <= 4 and off % 2 == 0 and off <= 6) or (t == 5 and off == 8)
-        or (t > 5 and off >= 16 and off % 4 == 0) then
-        return t <= 4 and 'block' or (t == 5 and 'content' or 'signature')
+local record, known, FIRST_BUCKET = ARGV[20], k ~= nil, 21
+-- The keys, as bytes at their offsets in a record: the id hash (1), the four
+-- blocks (4-10), the content hash (12), then the S lookup sketch hashes (20
+-- on; key 6 + s is list s + 1 among the full-list flags); built at once.
+local sub = string.sub
+local tokens = {sub(record, 2, 4), sub(packed, 1, 2), sub(packed, 3, 4), sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, 16)}
+for s = 1, S do tokens[6 + s] = sub(packed, 13 + 4 * s, 16 + 4 * s) end
+local last = indexed and 6 + S or 5
+-- Which key (t0..t1 of tokens) a record in `parts` (prelude.lua,
+-- recent_records) has: 'id', a key's kind, or nil. A hit counts only at
+-- its key's offset in a record of an article (first byte: 1 + its sketch's
+-- length, 255: unbounded; 0: deleted), within the sketch for a sketch hash.
+-- A list full in the view (`full`: '1') is never appended to: meeting only
+-- through it is no conflict. One string.find per key over all records.
+local function conflict(parts, full, t0, t1)
+  for p = 1, #parts do
+    local recs, stride = parts[p][1], parts[p][2]
+    for t = t0, t1 do
+      local pos = not (t >= 6 and string.byte(full, t - 5) == 49) and string.find(recs, tokens[t], 1, true)
+      while pos do
+        local off = (pos - 1) % stride
+        local n = string.byte(recs, pos - off) - 1
+        if n >= 0 and ((t == 1 and off == 1) or (t > 1 and t <= 5 and off % 2 == 0 and off >= 4 and off <= 10)
+          or (t == 6 and off == 12) or (t > 6 and off >= 20 and off % 4 == 0 and (n == 254 or off < 20 + 4 * n))) then
+          return t == 1 and 'id' or (t <= 5 and 'block' or (t == 6 and 'content' or 'signature'))
+        end
+        pos = string.find(recs, tokens[t], pos + 1, true)
       end
-      pos = string.find(all, tokens[t], pos + 1, true)
     end
   end
-  return nil
 end
 -- Validation: the live buckets are the view's, and each one that received
 -- inserts since holds neither this id nor an article that meets this one.
@@ -67,22 +61,18 @@ else
     local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l')
     if l == label then own_counter = nk end
     shapes[l] = nk[2]
-    if nk[2] and nk[3] ~= '0' then return {'layout', l} end
+    if nk[2] and nk[3] ~= LAYOUT then return {'layout', l} end
     if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end -- expired since
     local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1] or '0')
-    if from <= to and nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then
-      return {'replay'}
-    end
     -- Far behind (a stalled worker): catching up is cheaper.
-    if inrange == '1' and to - from >= 256 then return {'retry', 'behind'} end
-    for chunk = math.floor(from / HANDLES_PER_CHUNK), inrange == '1' and math.floor(to / HANDLES_PER_CHUNK) or -1 do
-      local slots = {}
-      for x = math.max(from, chunk * HANDLES_PER_CHUNK), math.min(to, (chunk + 1) * HANDLES_PER_CHUNK - 1) do
-        slots[#slots + 1] = string.format('%d', x - chunk * HANDLES_PER_CHUNK)
-      end
-      local why = #slots > 0 and conflict(redis.call('HMGET', P .. 'f:' .. l .. ':' .. chunk, unpack(slots)), full)
-      if why then return {'retry', why} end
-    end
+    if inrange == '1' and to - from >= RECENT_SLOTS then return {'retry', 'behind'} end
+    local near = from <= to and to - from < RECENT_SLOTS
+    local parts = near and recent_records(P, l, from, to) or {}
+    -- The id hash is a hint (or the records are gone): the i: hash says.
+    if (conflict(parts, full, 1, 1) or (from <= to and not near)) and nk[2]
+      and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then return {'replay'} end
+    local why = inrange == '1' and conflict(parts, full, 2, last)
+    if why then return {'retry', why} end
   end
 end
 local function now_ms() local t = redis.call('TIME'); return t[1] * 1000 + math.floor(t[2] / 1000) end
@@ -112,8 +102,8 @@ if fresh then
     end
   end
   k = k or tonumber(default_shape)
-  -- r: retention, checked by every worker that connects; l = 0: this layout.
-  redis.call('HSET', nkey, 'k', string.format('%d', k), 'r', retention, 'l', '0')
+  -- r: retention, checked by every worker that connects; l: this layout.
+  redis.call('HSET', nkey, 'k', string.format('%d', k), 'r', retention, 'l', LAYOUT)
   redis.call('EXPIREAT', nkey, expire_at)
   redis.call('ZADD', KEYS[1], start, label)
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', now_ms() - tonumber(retention)))
@@ -123,11 +113,14 @@ k = k or tonumber(redis.call('HGET', nkey, 'k'))
 -- f: and m: entries live in chunk hn / 100 under field hn % 100.
 local chunk, slot = math.floor(hn / HANDLES_PER_CHUNK), string.format('%d', hn % HANDLES_PER_CHUNK)
 set_field(ids_key(P, label, k, idhash), id, simhex .. ':' .. h, expire_at)
-for _, family in ipairs({'f', 'm'}) do
+for family, value in pairs({f = packed, m = meta}) do
   local key = P .. family .. ':' .. label .. ':' .. chunk
-  redis.call('HSET', key, slot, family == 'f' and packed or meta)
+  redis.call('HSET', key, slot, value)
   if fresh or slot == '0' then redis.call('EXPIREAT', key, expire_at) end
 end
+local rkey, at = recent_slot(P, label, hn)
+redis.call('SETRANGE', rkey, at, record)
+if fresh then redis.call('EXPIREAT', rkey, expire_at) end
 for d = 1, indexed and 4 or 0 do
   local bkey = block_key(P, label, k, d, string.sub(simhex, 4 * d - 3, 4 * d))
   redis.call('SADD', bkey, simdec)

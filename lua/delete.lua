@@ -1,6 +1,7 @@
 -- delete.lua: remove an article by id. Its SimHash stays in the block sets
 -- (a set member may be shared; it expires with its bucket), its f: and m:
--- entries are emptied, and the deletion log tells every worker's view.
+-- entries are emptied, its recent record marked deleted, and the deletion log
+-- tells every worker's view.
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] article id.
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
@@ -14,7 +15,8 @@ redis.call('HDEL', ikey, id)
 -- after the last entry it applied). Entries older than the
 -- retention concern expired buckets only: trimmed; the key expires with the
 -- newest bucket a deletion touched.
-local retain = tonumber(redis.call('HGET', P .. 'n:' .. label, 'r') or '0')
+local rn = redis.call('HMGET', P .. 'n:' .. label, 'r', 'n')
+local retain = tonumber(rn[1] or '0')
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local log = P .. 'deleted'
@@ -32,6 +34,13 @@ end
 -- handle only). Readers take an empty value for a deleted article.
 for _, family in ipairs({'f', 'm'}) do
   redis.call('HSET', P .. family .. ':' .. label .. ':' .. chunk, slot, '')
+end
+-- Its recent record, if still among the newest, says deleted (first byte 0);
+-- a string that is not there is not created.
+local h = chunk * HANDLES_PER_CHUNK + slot
+local rkey, at = recent_slot(P, label, h)
+if tonumber(rn[2] or '0') - h < RECENT_SLOTS and redis.call('STRLEN', rkey) > at then
+  redis.call('SETRANGE', rkey, at, '\0')
 end
 -- The d: hash keeps its empty field "" (set_field in prelude.lua), and with it
 -- its expiry, when its last link goes.

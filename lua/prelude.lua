@@ -77,3 +77,38 @@ local function block_key(P, label, bits, d, hex)
   if bits >= POSITIONAL_BLOCK_BITS then return P .. 'b:' .. label .. ':' .. (d - 1) .. ':' .. hex end
   return P .. 'b:' .. label .. ':' .. hex
 end
+
+-- Where the recent record of handle `h` of bucket `label` lives: the
+-- bucket's r: string and the offset of its slot. The string holds the
+-- records of the newest RECENT_SLOTS handles, RECENT_STRIDE bytes each,
+-- handle h in slot h % RECENT_SLOTS (src/index/redis/codec.rs,
+-- encode_recent: 1 + sketch length or 255 where the sketch did not fit, 0
+-- for a deleted article; the id hash; the packed fingerprint's SimHash,
+-- content hash and sketch).
+local function recent_slot(P, label, h)
+  return P .. 'r:' .. label, (h % RECENT_SLOTS) * RECENT_STRIDE
+end
+
+-- The records of handles from..to of bucket `l` (fewer than RECENT_SLOTS
+-- apart) as {records end to end, bytes per record} parts: one GETRANGE (two
+-- where the slots wrap), then, for each record whose sketch did not fit
+-- (first byte 255), the record rebuilt whole from the packed fingerprint
+-- (f:) on its own.
+local function recent_records(P, l, from, to)
+  local key, a = recent_slot(P, l, from)
+  local _, b = recent_slot(P, l, to)
+  local recs = redis.call('GETRANGE', key, a, (a <= b and b or RECENT_SLOTS * RECENT_STRIDE) + RECENT_STRIDE - 1)
+  if a > b then recs = recs .. redis.call('GETRANGE', key, 0, b + RECENT_STRIDE - 1) end
+  local parts, pos = {{recs, RECENT_STRIDE}}, string.find(recs, '\255', 1, true)
+  while pos do
+    local h = from + (pos - 1) / RECENT_STRIDE
+    local fp = h % 1 == 0 and redis.call('HGET', P .. 'f:' .. l .. ':' .. string.format('%d', math.floor(h / HANDLES_PER_CHUNK)),
+      string.format('%d', h % HANDLES_PER_CHUNK))
+    if fp and fp ~= '' then
+      fp = '\255' .. string.sub(recs, pos + 1, pos + 3) .. string.sub(fp, 1, #fp - 1 - 2 * string.byte(fp, #fp))
+      parts[#parts + 1] = {fp, #fp}
+    end
+    pos = string.find(recs, '\255', pos + 1, true)
+  end
+  return parts
+end

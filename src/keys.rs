@@ -97,6 +97,13 @@ impl Keys {
         format!("{}f:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
 
+    /// STRING of the recent records of bucket `label`'s newest
+    /// [`RECENT_SLOTS`] handles, [`RECENT_STRIDE`] bytes each, handle `h` at
+    /// slot `h % RECENT_SLOTS` (what a commit reads back).
+    pub fn recent(&self, label: &str) -> String {
+        format!("{}r:{label}", self.prefix)
+    }
+
     /// HASH handle → time, words, article id and verdict, chunked like
     /// [`Keys::fingerprints`].
     pub fn metas(&self, label: &str, handle: u64) -> String {
@@ -147,6 +154,27 @@ pub const HANDLES_PER_CHUNK: u64 = 100;
 /// tuned below 320 gets a warning at connect.
 pub const ARTICLES_PER_KEY: u64 = 128;
 
+/// Handles whose recent records a bucket's `r:` string holds (the newest
+/// ones): a commit reads back the records of the handles inserted since its
+/// view from there, and a view further behind in a bucket it searched
+/// catches up first (`lua/commit.lua`).
+pub const RECENT_SLOTS: u64 = 256;
+
+/// Sketch hashes a recent record holds: the default sketch size. An article
+/// with a longer sketch gets a record marked as such, and a commit reads its
+/// packed fingerprint instead.
+pub const RECENT_SKETCH: usize = 12;
+
+/// Bytes per recent record (`encode_recent` in `src/index/redis/codec.rs`):
+/// a head byte, the id hash's top 3 bytes, SimHash, content hash and up to
+/// [`RECENT_SKETCH`] sketch hashes.
+pub const RECENT_STRIDE: usize = 4 + 16 + 4 * RECENT_SKETCH;
+
+/// The key layout a bucket is written with (field `l` of its `n:` hash);
+/// a bucket of another layout is refused (`docs/operations.md`, "Upgrading a
+/// namespace").
+pub const LAYOUT: &str = "1";
+
 /// Buckets of this shape or more (sized for more than about 2 M articles:
 /// `128 · 2^14`) have one block set per block position, see [`Keys::block`].
 pub const POSITIONAL_BLOCK_BITS: u32 = 15;
@@ -163,7 +191,10 @@ pub fn lua_constants() -> String {
         "local HANDLES_PER_CHUNK = {HANDLES_PER_CHUNK}\n\
          local ARTICLES_PER_KEY = {ARTICLES_PER_KEY}\n\
          local POSITIONAL_BLOCK_BITS = {POSITIONAL_BLOCK_BITS}\n\
-         local MAX_SHAPE_BITS = {MAX_SHAPE_BITS}\n"
+         local MAX_SHAPE_BITS = {MAX_SHAPE_BITS}\n\
+         local RECENT_SLOTS = {RECENT_SLOTS}\n\
+         local RECENT_STRIDE = {RECENT_STRIDE}\n\
+         local LAYOUT = '{LAYOUT}'\n"
     )
 }
 
@@ -305,6 +336,7 @@ mod tests {
         assert_eq!(k.fingerprints("L", 12_345), "simdedup:{news}:f:L:123");
         assert_eq!(k.metas("L", 99), "simdedup:{news}:m:L:0");
         assert_eq!(k.links("L", 100), "simdedup:{news}:d:L:1");
+        assert_eq!(k.recent("L"), "simdedup:{news}:r:L");
         assert_eq!((slot(12_345), slot(99), slot(100)), (45, 99, 0));
         assert_eq!(k.block("L", 14, 2, 0xab), "simdedup:{news}:b:L:00ab");
         assert_eq!(k.block("L", 15, 2, 0xab), "simdedup:{news}:b:L:2:00ab");
@@ -331,7 +363,9 @@ mod tests {
         let lua = lua_constants();
         assert!(lua.contains("local HANDLES_PER_CHUNK = 100\n"), "{lua}");
         assert!(lua.contains("local POSITIONAL_BLOCK_BITS = 15\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 4);
+        assert!(lua.contains("local RECENT_STRIDE = 68\n"), "{lua}");
+        assert!(lua.contains("local LAYOUT = '1'\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 7);
     }
 
     #[test]

@@ -252,6 +252,67 @@ async fn an_insert_through_a_full_list_is_no_conflict() {
     }
 }
 
+/// The commit reads back the recent records of what was inserted since a
+/// view. An article whose sketch is longer than a record holds (more than 12
+/// hashes), meeting a check only through a hash past the 12th, still sends
+/// the check back to catch up (its packed fingerprint is read instead); an
+/// article deleted since (its record marked) does not. The inserts and the
+/// deletes come from another process, after the view the check decides on.
+#[tokio::test]
+async fn what_was_inserted_since_is_read_whole_and_deletes_are_skipped() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "recent").await;
+    let other = connect(&server.url(), "recent").await;
+    let mut conn = server.connection();
+    let t = now_ms();
+    // The bucket exists before the views the checks decide on.
+    let first = entry("first", t, fp(0x9999_aaaa_bbbb_cccc, 1, &sketch(1, 12)));
+    idx.check_and_insert(&first).await.unwrap();
+    // One hash both share, the smallest of the check's sketch (a lookup
+    // hash) and the largest of the other's 16 (or 12).
+    let shared = 1_000u32;
+    // SimHashes with no 16-bit block in common.
+    for (round, len, deleted, commits) in [(0u64, 16, false, 2), (1, 16, true, 1), (2, 12, true, 1)]
+    {
+        let r = round as u32;
+        let other_sketch: Vec<u32> = (1 + 20 * r..len + 20 * r).chain([shared]).collect();
+        let own: Vec<u32> = [shared]
+            .into_iter()
+            .chain(sketch(5 + round, 11).into_iter().map(|h| h | 1 << 31))
+            .collect();
+        let mask = round * 0x0f0f_0f0f_0f0f_0f0f;
+        let b = entry(
+            &format!("b-{round}"),
+            t,
+            fp(0x1111_2222_3333_4444 ^ mask, 10 + round, &own),
+        );
+        idx.sync().await.unwrap();
+        let a = entry(
+            &format!("a-{round}"),
+            t,
+            fp(0x5555_6666_7777_8888 ^ mask, 20 + round, &other_sketch),
+        );
+        assert_eq!(
+            other.check_and_insert(&a).await.unwrap().verdict,
+            Verdict::Unique
+        );
+        if deleted {
+            assert!(other.delete(&a.id).await.unwrap());
+        }
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut conn)
+            .unwrap();
+        let out = idx.check_and_insert_on_the_view_as_is(&b).await.unwrap();
+        assert_eq!(out.verdict, Verdict::Unique, "one shared hash of 12");
+        assert_eq!(
+            commits_run(&mut conn),
+            commits,
+            "sketch of {len} hashes, deleted since: {deleted}"
+        );
+    }
+}
+
 /// A view that is behind Redis (another process stored articles since) still
 /// gives the verdict a check made now would give: through each signal, for
 /// an id stored in between, and the same as a plain check when nothing was
@@ -401,11 +462,28 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.counter(&label), "r"])),
         (72 * 3_600_000).to_string()
     );
-    // And the key layout it was written with: l = 0.
+    // And the key layout it was written with: l = 1.
     let fields: Vec<String> =
         redis::from_redis_value(q(&mut c, &["HKEYS", &k.counter(&label)])).unwrap();
     assert_eq!(fields, ["n", "k", "r", "l"]);
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "0");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "1");
+    // Handle 1's recent record, as the walkthrough shows its first 24 bytes:
+    // 1 + one sketch hash, the id hash's top 24 bits, SimHash, content hash,
+    // the sketch hash (little-endian), then zeros to 68 bytes.
+    let record: Vec<u8> =
+        redis::from_redis_value(q(&mut c, &["GETRANGE", &k.recent(&label), "68", "135"])).unwrap();
+    let mut expected = vec![2u8, 0x89, 0x7c, 0xad];
+    expected.extend_from_slice(&0x0123_4567_89ab_cdef_u64.to_le_bytes());
+    expected.extend_from_slice(&0xfeed_u64.to_le_bytes());
+    expected.extend_from_slice(&0xaaaa_bbbb_u32.to_le_bytes());
+    expected.resize(68, 0);
+    assert_eq!(record, expected);
+    // Handle 2's follows it; slot 0 (handle 256, 512, …) is not written yet.
+    let both: Vec<u8> = redis::from_redis_value(q(&mut c, &["GET", &k.recent(&label)])).unwrap();
+    assert_eq!(
+        (both.len(), both[136], &both[..68]),
+        (3 * 68, 1, &[0u8; 68][..])
+    );
     // Block sets hold SimHashes as signed decimals.
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 0, 0x0123)])).unwrap();
@@ -518,19 +596,26 @@ async fn views_follow_each_other() {
     assert_card_keys_expire(&mut conn, "rep", a.bucket_ms());
 }
 
-/// A namespace written with the earlier key layout (lookup lists `h:`, `c:`,
-/// `s:`; no `l = 0` in its buckets' counter hashes) is refused with what to
-/// do: at connect when its newest bucket is one, at a commit when a bucket
-/// of it appears later.
+/// A namespace written with an earlier key layout (no recent records: `l =
+/// 0` in its buckets' counter hashes; lookup lists `h:`, `c:`, `s:`: no `l`)
+/// is refused with what to do: at connect when its newest bucket is one, at a
+/// commit when a bucket of it appears later.
 #[tokio::test]
 async fn a_namespace_of_the_earlier_layout_is_refused_with_what_to_do() {
+    for layout in [Some("0"), None] {
+        refuses_a_namespace_of_layout(layout).await;
+    }
+}
+
+async fn refuses_a_namespace_of_layout(layout: Option<&str>) {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let t = now_ms();
     let idx = connect(&server.url(), "old").await;
     let label = idx_label(&idx, t);
     let k = idx.keys().clone();
-    // A bucket as the earlier layout wrote it: counter, shape, retention.
+    // A bucket as an earlier layout wrote it: counter, shape, retention,
+    // and its layout, if it named one.
     let write_old_bucket = |conn: &mut redis::Connection| {
         let _: () = redis::cmd("ZADD")
             .arg(k.buckets())
@@ -548,6 +633,14 @@ async fn a_namespace_of_the_earlier_layout_is_refused_with_what_to_do() {
             .arg(72 * 3_600_000)
             .query(conn)
             .unwrap();
+        if let Some(l) = layout {
+            let _: () = redis::cmd("HSET")
+                .arg(k.counter(&label))
+                .arg("l")
+                .arg(l)
+                .query(conn)
+                .unwrap();
+        }
     };
     write_old_bucket(&mut conn);
     let said = |err: IndexError| match err {
@@ -1123,7 +1216,7 @@ fn assert_card_keys_expire(conn: &mut redis::Connection, ns: &str, bucket_ms: i6
         .collect();
     assert_eq!(
         families,
-        ["b", "buckets", "d", "deleted", "f", "i", "m", "n"]
+        ["b", "buckets", "d", "deleted", "f", "i", "m", "n", "r"]
             .into_iter()
             .collect()
     );

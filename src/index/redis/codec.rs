@@ -9,6 +9,14 @@
 //!   follows the content hash directly because `lua/commit.lua` reads its
 //!   lookup hashes at byte 17 on; the number count comes last so both sketches
 //!   can vary in length. The timestamp and word count live in the meta.
+//! - **recent record** (`r:` strings, binary, [`RECENT_STRIDE`] bytes):
+//!   `1 + n u8` (n sketch hashes; 255 when the sketch has more than
+//!   [`RECENT_SKETCH`]: the record holds the first ones, and `lua/commit.lua`
+//!   reads the packed fingerprint) · the top 24 bits of the id's hash, big-endian ·
+//!   `simhash u64 · content u64 · signatures u32 × n` little-endian as in the
+//!   fingerprint · zeros. What a commit reads back of an article inserted
+//!   since a worker's view: the keys it meets others through, and a hint of its
+//!   id. A deleted article's first byte is 0.
 //! - **meta** (`m:` hashes, text): `<ts offset>|<words>|u|<id>` for a kept
 //!   article; for a duplicate `<ts offset>|<words>|d|<distance>|<signal>|<len
 //!   dup_of>|<dup_of><id>` when it matched its cluster's root itself, else
@@ -27,6 +35,7 @@
 use crate::decision::Signal;
 use crate::fingerprint::Fingerprint;
 use crate::index::{Duplicate, Verdict};
+use crate::keys::{id_hash, RECENT_SKETCH, RECENT_STRIDE};
 
 const FIXED: usize = 16;
 
@@ -43,6 +52,21 @@ pub fn encode_fingerprint(fp: &Fingerprint) -> Vec<u8> {
     }
     // The number sketch holds at most NUMBER_SKETCH (8) hashes.
     out.push(u8::try_from(fp.numbers.len()).expect("number sketch fits a byte"));
+    out
+}
+
+/// The recent record of article `id` (see the module's notes).
+pub fn encode_recent(id: &str, fp: &Fingerprint) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECENT_STRIDE);
+    let n = fp.signatures.len();
+    out.push(if n <= RECENT_SKETCH { 1 + n as u8 } else { 255 });
+    out.extend_from_slice(&id_hash(id).to_be_bytes()[..3]);
+    out.extend_from_slice(&fp.simhash.to_le_bytes());
+    out.extend_from_slice(&fp.content.to_le_bytes());
+    for s in fp.signatures.iter().take(RECENT_SKETCH) {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out.resize(RECENT_STRIDE, 0);
     out
 }
 
@@ -291,6 +315,25 @@ mod tests {
             .unwrap()
             .signatures
             .is_empty());
+    }
+
+    #[test]
+    fn recent_records_hold_the_keys_at_fixed_offsets() {
+        let packed = encode_fingerprint(&fp(12));
+        let r = encode_recent("article-1", &fp(12));
+        assert_eq!(r.len(), RECENT_STRIDE);
+        // printf %s article-1 | sha1sum → 897cad…
+        assert_eq!((r[0], &r[1..4]), (13, &[0x89, 0x7c, 0xad][..]));
+        assert_eq!(&r[4..], &packed[..64]);
+        let short = encode_recent("article-1", &fp(3));
+        assert_eq!(short[0], 4);
+        assert_eq!(&short[4..32], &encode_fingerprint(&fp(3))[..28]);
+        assert!(short[32..].iter().all(|&b| b == 0));
+        // A sketch longer than a record holds: marked, cut.
+        let mut long = fp(12);
+        long.signatures.push(7);
+        let r = encode_recent("article-1", &long);
+        assert_eq!((r[0], r.len()), (255, RECENT_STRIDE));
     }
 
     #[test]

@@ -5,12 +5,12 @@
 
 use ::redis::Value;
 
-use super::codec::{encode_fingerprint, simhash_member};
+use super::codec::{encode_fingerprint, encode_recent, simhash_member};
 use super::{array, bad_reply, int, string};
 use crate::fingerprint::Fingerprint;
 use crate::index::meet;
 use crate::index::IndexError;
-use crate::keys::id_hash_hex;
+use crate::keys::{id_hash_hex, LAYOUT};
 
 /// One commit of an article decided from a worker's view.
 #[derive(Debug, Clone)]
@@ -98,6 +98,7 @@ impl CommitArgs<'_> {
             text(&keys.map_or(0, |k| k.lookup.len()).to_string()),
             text(&self.own_shape.map_or(String::new(), |b| b.to_string())),
             text(self.empty_sets),
+            encode_recent(self.id, fp),
         ];
         match &self.validate {
             Validate::Nothing => argv.push(text("-1")),
@@ -146,12 +147,12 @@ pub(super) fn parse_reply(reply: Value, prefix: &str) -> Result<Committed, Index
     })
 }
 
-/// The refusal of a bucket written with the lookup lists (`h:`, `c:`, `s:`)
-/// of an earlier key layout, which this version neither reads nor writes.
+/// The refusal of a bucket written with another key layout (field `l` of its
+/// `n:` hash, [`LAYOUT`]), which this version neither reads nor extends.
 pub(super) fn old_layout(prefix: &str, label: &str) -> IndexError {
     IndexError::Config(format!(
-        "bucket {label} ({prefix}n:{label}) was written with an earlier key layout \
-         (lookup lists h:/c:/s:, no field l = 0); this version cannot share it: \
+        "bucket {label} ({prefix}n:{label}) was written with another key layout \
+         (its field l is not {LAYOUT}); this version cannot share it: \
          use a new namespace, or stop the old workers and let the namespace's keys \
          expire (bucket length + window, 72 h by default) before starting these \
          (docs/operations.md, \"Upgrading a namespace\")"
@@ -235,6 +236,7 @@ mod tests {
                 "2",
                 "12",
                 "0100",
+                &String::from_utf8_lossy(&encode_recent("article-1", &fp)),
                 "2025010400",
                 "",
                 "1",
@@ -246,8 +248,9 @@ mod tests {
             ]
         );
         let preload = args(&fp, Validate::Nothing).argv();
-        assert_eq!(preload.len(), 20);
-        assert_eq!(preload[19], b"-1");
+        assert_eq!(preload.len(), 21);
+        assert_eq!(preload[19], encode_recent("article-1", &fp));
+        assert_eq!(preload[20], b"-1");
         // An empty fingerprint is not indexed and looks nothing up.
         let empty = Fingerprint {
             words: 0,

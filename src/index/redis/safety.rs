@@ -5,7 +5,7 @@
 use super::conn::Conn;
 use super::{backend, commit::old_layout, HOUR_MS};
 use crate::index::IndexError;
-use crate::keys::{Keys, ARTICLES_PER_KEY};
+use crate::keys::{Keys, ARTICLES_PER_KEY, LAYOUT};
 
 /// Every check at connect: the eviction policy, the listpack threshold (a
 /// warning), the namespace's retention and key layout.
@@ -47,7 +47,8 @@ pub(super) async fn check_server(
 /// length or window (its `r` field: bucket length + window, ms), which would
 /// file articles into overlapping buckets and compare them over the wrong
 /// span, missing duplicates without any error; or with an earlier key layout
-/// (no `l = 0`), whose buckets this version can neither read nor extend.
+/// (field `l` of its counter hash not [`LAYOUT`]), whose buckets this version
+/// can neither read nor extend.
 async fn check_namespace(
     conn: &mut Conn,
     keys: &Keys,
@@ -74,7 +75,7 @@ async fn check_namespace(
     match stored {
         // The counter hash expired meanwhile: nothing left to judge.
         None => Ok(()),
-        Some(_) if layout.as_deref() != Some("0") => Err(old_layout(keys.prefix(), label)),
+        Some(_) if layout.as_deref() != Some(LAYOUT) => Err(old_layout(keys.prefix(), label)),
         Some(r) if r != retention_ms => Err(IndexError::Config(format!(
             "namespace {:?} keeps its buckets for {} h after they start (bucket length + window; \
              `HGET {} r`), this process {} h: every process of a namespace needs the same \
