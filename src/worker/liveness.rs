@@ -26,7 +26,7 @@ use redis::{RedisResult, Script, Value};
 
 use crate::keys::Keys;
 
-use super::order::{first_pending, StreamId};
+use super::order::{oldest_of, StreamId};
 use super::stream::{parse_entry_list, RawEntry, ReplyError};
 
 static RECLAIM_SOURCE: &str = include_str!("../../lua/reclaim.lua");
@@ -149,21 +149,11 @@ impl Liveness {
         if holding.len() < 2 {
             return Ok(suspects);
         }
-        let mut pipe = redis::pipe();
-        for name in &holding {
-            pipe.cmd("XPENDING")
-                .arg(&self.stream)
-                .arg(&self.group)
-                .arg("-")
-                .arg("+")
-                .arg(1)
-                .arg(name);
-        }
-        let replies: Vec<Value> = pipe.query_async(conn).await?;
+        let firsts = oldest_of(conn, &self.stream, &self.group, &holding).await?;
         let oldest: HashMap<String, StreamId> = holding
             .into_iter()
-            .zip(&replies)
-            .filter_map(|(name, v)| Some((name, first_pending(v)?)))
+            .zip(firsts)
+            .filter_map(|(name, first)| Some((name, first?)))
             .collect();
         suspects.sort_by_key(|c| oldest.get(&c.name).copied().unwrap_or(StreamId::MAX));
         Ok(suspects)

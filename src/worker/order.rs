@@ -261,7 +261,7 @@ pub fn others_holding(summary: &Value, me: &str) -> Vec<String> {
 }
 
 /// The first id of an `XPENDING key group - + 1 consumer` reply.
-pub fn first_pending(v: &Value) -> Option<StreamId> {
+fn first_pending(v: &Value) -> Option<StreamId> {
     let Value::Array(rows) = v else { return None };
     let Value::Array(row) = rows.first()? else {
         return None;
@@ -285,8 +285,23 @@ pub async fn oldest_elsewhere<C: ConnectionLike + Send>(
     if others.is_empty() {
         return Ok(None);
     }
+    let oldest = oldest_of(conn, stream, group, &others).await?;
+    Ok(oldest.into_iter().flatten().min())
+}
+
+/// The oldest entry pending on each of `consumers` (`None`: none), in one
+/// round trip.
+pub async fn oldest_of<C: ConnectionLike + Send>(
+    conn: &mut C,
+    stream: &str,
+    group: &str,
+    consumers: &[String],
+) -> RedisResult<Vec<Option<StreamId>>> {
+    if consumers.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut pipe = redis::pipe();
-    for name in &others {
+    for name in consumers {
         pipe.cmd("XPENDING")
             .arg(stream)
             .arg(group)
@@ -296,7 +311,7 @@ pub async fn oldest_elsewhere<C: ConnectionLike + Send>(
             .arg(name);
     }
     let replies: Vec<Value> = pipe.query_async(conn).await?;
-    Ok(replies.iter().filter_map(first_pending).min())
+    Ok(replies.iter().map(first_pending).collect())
 }
 
 #[cfg(test)]

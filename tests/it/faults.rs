@@ -446,6 +446,59 @@ fn redis_out_of_memory_and_lifted() {
     );
 }
 
+/// The consumer group of `keys`' input stream, created with the stream.
+fn create_group(conn: &mut redis::Connection, keys: &Keys) {
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(keys.input_stream())
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(conn)
+        .unwrap();
+}
+
+/// XADD article `id` and have consumer `ghost` read it and die (it never
+/// had a liveness key): the entry is stranded on it.
+fn strand(conn: &mut redis::Connection, keys: &Keys, ghost: &str, id: &str, text: &str) {
+    xadd(
+        conn,
+        keys,
+        &[("id", id.as_bytes()), ("text", text.as_bytes())],
+    );
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg(ghost)
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(keys.input_stream())
+        .arg(">")
+        .query(conn)
+        .unwrap();
+}
+
+/// Once every one of `total` inputs is answered and nothing is pending: the
+/// outputs by article id, exactly one per input.
+fn answered(
+    conn: &mut redis::Connection,
+    keys: &Keys,
+    total: usize,
+) -> HashMap<String, HashMap<String, String>> {
+    wait_until("one output per input, nothing pending", LIMIT, || {
+        outputs(conn, keys) >= total && pending(conn, keys, GROUP) == 0
+    });
+    let outs = read_stream(conn, &keys.output_stream());
+    assert_eq!(outs.len(), total, "exactly one output per input");
+    let by_id: HashMap<_, _> = outs
+        .into_iter()
+        .map(|(_, f)| (f["id"].clone(), f))
+        .collect();
+    assert_eq!(by_id.len(), total, "one output per article id");
+    by_id
+}
+
 /// Order across workers: an original stranded on a dead consumer is decided
 /// before its copy, read by a live worker far later in the stream. The worker
 /// reads `order_slack` (256) entries past the stranded one and stops; its
@@ -459,32 +512,8 @@ fn an_original_stranded_on_a_dead_consumer_is_decided_before_its_copy() {
     let redis = Redis::start();
     let keys = Keys::new("order");
     let mut conn = redis.connection();
-    let _: () = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(keys.input_stream())
-        .arg(GROUP)
-        .arg("0")
-        .arg("MKSTREAM")
-        .query(&mut conn)
-        .unwrap();
-    let original = article_text(1, 0);
-    xadd(
-        &mut conn,
-        &keys,
-        &[("id", b"original"), ("text", original.as_bytes())],
-    );
-    // "ghost" reads the original and dies (it never had a liveness key).
-    let _: redis::Value = redis::cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg(GROUP)
-        .arg("ghost")
-        .arg("COUNT")
-        .arg(1)
-        .arg("STREAMS")
-        .arg(keys.input_stream())
-        .arg(">")
-        .query(&mut conn)
-        .unwrap();
+    create_group(&mut conn, &keys);
+    strand(&mut conn, &keys, "ghost", "original", &article_text(1, 0));
     assert_eq!(consumer_pending(&mut conn, &keys, "ghost"), 1);
     // More than the slack plus a batch of other articles, then the copy.
     let fillers = 256 + 128 + 16;
@@ -506,15 +535,9 @@ fn an_original_stranded_on_a_dead_consumer_is_decided_before_its_copy() {
     let total = fillers as usize + 2;
 
     let w = Worker::spawn(&redis, "order", "w");
-    wait_until("one output per input, nothing pending", LIMIT, || {
-        outputs(&mut conn, &keys) >= total && pending(&mut conn, &keys, GROUP) == 0
-    });
-    let outs = read_stream(&mut conn, &keys.output_stream());
-    assert_eq!(outs.len(), total, "exactly one output per input");
+    let outs = answered(&mut conn, &keys, total);
     let verdict = |id: &str| {
-        outs.iter()
-            .map(|(_, f)| f)
-            .find(|f| f["id"] == id)
+        outs.get(id)
             .unwrap_or_else(|| panic!("an output for {id}"))
             .clone()
     };
@@ -544,34 +567,11 @@ fn dead_consumers_are_taken_over_oldest_entry_first() {
     let redis = Redis::start();
     let keys = Keys::new("takeover-order");
     let mut conn = redis.connection();
-    let _: () = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(keys.input_stream())
-        .arg(GROUP)
-        .arg("0")
-        .arg("MKSTREAM")
-        .query(&mut conn)
-        .unwrap();
+    create_group(&mut conn, &keys);
     for g in 0..GHOSTS {
         let (original, copy) = (article_text(2000 + g, 0), article_text(2000 + g, 1));
         let (oid, cid) = (format!("original-{g}"), format!("copy-{g}"));
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", oid.as_bytes()), ("text", original.as_bytes())],
-        );
-        // A consumer that reads the original and dies (no liveness key).
-        let _: redis::Value = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg(GROUP)
-            .arg(format!("ghost-{g}"))
-            .arg("COUNT")
-            .arg(1)
-            .arg("STREAMS")
-            .arg(keys.input_stream())
-            .arg(">")
-            .query(&mut conn)
-            .unwrap();
+        strand(&mut conn, &keys, &format!("ghost-{g}"), &oid, &original);
         xadd(
             &mut conn,
             &keys,
@@ -591,15 +591,9 @@ fn dead_consumers_are_taken_over_oldest_entry_first() {
             ("SIMDEDUP_WORKER__BLOCK_MS", "20"),
         ],
     );
-    wait_until("one output per input, nothing pending", LIMIT, || {
-        outputs(&mut conn, &keys) >= total && pending(&mut conn, &keys, GROUP) == 0
-    });
-    let outs = read_stream(&mut conn, &keys.output_stream());
-    assert_eq!(outs.len(), total, "exactly one output per input");
+    let outs = answered(&mut conn, &keys, total);
     let verdict = |id: &str| {
-        outs.iter()
-            .map(|(_, f)| f)
-            .find(|f| f["id"] == id)
+        outs.get(id)
             .unwrap_or_else(|| panic!("an output for {id}"))
             .clone()
     };
