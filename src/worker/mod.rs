@@ -549,6 +549,9 @@ impl<I: Index + 'static> Worker<I> {
                     }
                     Ok(entries) if entries.is_empty() && takeover_round => Ok(Some(entries)),
                     Ok(entries) if entries.is_empty() => {
+                        // Nothing taken over: batches go on while the read
+                        // blocks (up to `block_ms`).
+                        takeover_hold = None;
                         fresh = true;
                         self.read_new(&mut reader, &mut read_log).await
                     }
