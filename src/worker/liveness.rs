@@ -27,7 +27,7 @@ use redis::{RedisResult, Script, Value};
 use crate::keys::Keys;
 
 use super::order::{oldest_of, StreamId};
-use super::stream::{parse_entry_list, RawEntry, ReplyError};
+use super::stream::{add_deleted, parse_entry_list, RawEntry, ReplyError};
 
 static RECLAIM_SOURCE: &str = include_str!("../../lua/reclaim.lua");
 
@@ -245,12 +245,7 @@ fn parse_reclaim(v: &Value) -> Result<Reclaimed, ReplyError> {
                 .transpose()?
                 .unwrap_or_default();
             if let Some(Value::Array(deleted)) = parts.get(2) {
-                entries.extend(deleted.iter().filter_map(text).map(|id| RawEntry {
-                    id,
-                    fields: None,
-                    deliveries: 1,
-                }));
-                entries.sort_by_key(|e| super::order::StreamId::parse(&e.id));
+                add_deleted(&mut entries, deleted.iter().filter_map(text));
             }
             Ok(Reclaimed::Claimed(entries))
         }

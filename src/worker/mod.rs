@@ -826,12 +826,7 @@ impl<I: Index + 'static> Worker<I> {
                     .await?;
                 entries = stream::parse_entry_list(&reply).map_err(reply_error)?;
             }
-            entries.extend(gone.into_iter().map(|(id, _)| RawEntry {
-                id,
-                fields: None,
-                deliveries: 1,
-            }));
-            entries.sort_by_key(|e| order::StreamId::parse(&e.id));
+            stream::add_deleted(&mut entries, gone.into_iter().map(|(id, _)| id));
             tracing::info!(
                 count = entries.len(),
                 "taking up own pending entries no task holds"

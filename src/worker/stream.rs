@@ -36,6 +36,19 @@ impl RawEntry {
     }
 }
 
+/// Add to `entries` (claimed entries) those of `deleted`: ids still pending
+/// whose entries were deleted from the stream (XDEL, trimming), without
+/// fields, so that they are answered `entry_deleted`; then put all in stream
+/// order.
+pub fn add_deleted(entries: &mut Vec<RawEntry>, deleted: impl IntoIterator<Item = String>) {
+    entries.extend(deleted.into_iter().map(|id| RawEntry {
+        id,
+        fields: None,
+        deliveries: 1,
+    }));
+    entries.sort_by_key(|e| super::order::StreamId::parse(&e.id));
+}
+
 /// What an input entry asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
