@@ -11,10 +11,11 @@
 
 local P, id, idhash, label = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local start, retention, expire_at = ARGV[5], ARGV[6], ARGV[7]
-local simhex, simdec, packed, meta = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local indexed, root, root_hash, root_hint = ARGV[12] == '1', ARGV[13], ARGV[14], ARGV[15]
-local default_shape, S, k, empty = ARGV[16], tonumber(ARGV[17]), tonumber(ARGV[18]), ARGV[19]
-local record, known, FIRST_BUCKET = ARGV[20], k ~= nil, 21
+local simhex, simdec, article = ARGV[8], ARGV[9], ARGV[10]
+local indexed, root, root_hash, root_hint = ARGV[11] == '1', ARGV[12], ARGV[13], ARGV[14]
+local default_shape, S, k, empty = ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]), ARGV[18]
+local record, known, FIRST_BUCKET = ARGV[19], k ~= nil, 20
+local packed = article_packed(article)
 -- The keys, as bytes at their offsets in a record: the id hash (1), the four
 -- blocks (4-10), the content hash (12), then the S lookup sketch hashes (20
 -- on; key 6 + s is list s + 1 among the full-list flags); built at once.
@@ -110,13 +111,17 @@ if fresh then
   redis.call('EXPIREAT', KEYS[1], expire_at, redis.call('TTL', KEYS[1]) < 0 and 'NX' or 'GT')
 end
 k = k or tonumber(redis.call('HGET', nkey, 'k'))
--- f: and m: entries live in chunk hn / 100 under field hn % 100.
-local chunk, slot = math.floor(hn / HANDLES_PER_CHUNK), string.format('%d', hn % HANDLES_PER_CHUNK)
 set_field(ids_key(P, label, k, idhash), id, simhex .. ':' .. h, expire_at)
-for family, value in pairs({f = packed, m = meta}) do
-  local key = P .. family .. ':' .. label .. ':' .. chunk
-  redis.call('HSET', key, slot, value)
-  if fresh or slot == '0' then redis.call('EXPIREAT', key, expire_at) end
+-- Handle hn is element hn % 100 of the a: list of chunk hn / 100: handles
+-- are taken one by one here, so it is the next element (chunk 0 starts with
+-- an empty one, for handle 0).
+local akey, at = article_key(P, label, hn)
+if at == 0 or fresh then
+  if fresh then redis.call('RPUSH', akey, '') end
+  redis.call('RPUSH', akey, article)
+  redis.call('EXPIREAT', akey, expire_at)
+else
+  redis.call('RPUSH', akey, article)
 end
 local rkey, at = recent_slot(P, label, hn)
 redis.call('SETRANGE', rkey, at, record)

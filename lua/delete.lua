@@ -1,7 +1,7 @@
 -- delete.lua: remove an article by id. Its SimHash stays in the block sets
--- (a set member may be shared; it expires with its bucket), its f: and m:
--- entries are emptied, its recent record marked deleted, and the deletion log
--- tells every worker's view.
+-- (a set member may be shared; it expires with its bucket), its a: element
+-- is emptied, its recent record marked deleted, and the deletion log tells
+-- every worker's view.
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] article id.
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
@@ -28,16 +28,13 @@ if redis.call('TTL', log) < 0 then
 else
   redis.call('EXPIREAT', log, expire_at, 'GT')
 end
--- The fingerprint and meta are emptied, not removed: a chunk whose last entry
--- went would be removed with it, and the next insert into the chunk would
--- create it again without an expiry (commit.lua sets it on a chunk's first
--- handle only). Readers take an empty value for a deleted article.
-for _, family in ipairs({'f', 'm'}) do
-  redis.call('HSET', P .. family .. ':' .. label .. ':' .. chunk, slot, '')
-end
+-- Its a: element is emptied, not removed: the elements after it keep their
+-- indexes. Readers take an empty element for a deleted article.
+local h = chunk * HANDLES_PER_CHUNK + slot
+local akey, index = article_key(P, label, h)
+redis.call('LSET', akey, index, '')
 -- Its recent record, if still among the newest, says deleted (first byte 0);
 -- a string that is not there is not created.
-local h = chunk * HANDLES_PER_CHUNK + slot
 local rkey, at = recent_slot(P, label, h)
 if tonumber(rn[2] or '0') - h < RECENT_SLOTS and redis.call('STRLEN', rkey) > at then
   redis.call('SETRANGE', rkey, at, '\0')

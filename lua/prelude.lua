@@ -25,12 +25,25 @@ local function ids_key(P, label, bits, idhash)
   return P .. 'i:' .. label .. ':' .. top(idhash, bits)
 end
 
+-- The a: list of bucket `label` holding handle `h`, and the handle's index in
+-- it: chunk h / 100, index h % 100 (src/keys.rs, Keys::articles).
+local function article_key(P, label, h)
+  return P .. 'a:' .. label .. ':' .. string.format('%d', math.floor(h / HANDLES_PER_CHUNK)), h % HANDLES_PER_CHUNK
+end
+
+-- The packed fingerprint of an a: list element: the bytes after its 2-byte
+-- length (little-endian), as many as it says (codec.rs, encode_article).
+local function article_packed(a)
+  return string.sub(a, 3, 2 + string.byte(a, 1) + 256 * string.byte(a, 2))
+end
+
 -- Where article `id` (SHA-1 `idhash`, as for ids_key) is stored among the live
 -- buckets `labels` (ZRANGE of the registry, oldest first; `first`, when not
 -- nil, is tried before them): label, its i: key, the i: value (`<simhash
--- hex>:<handle>`), and where its f:, m:, d: entries are: the field (the
--- handle's last two digits) and the chunk (the handle without them); nil when
--- it is not stored. `shapes` (optional): label -> shape bits already read.
+-- hex>:<handle>`), and where its a: element and d: entry are: the index or
+-- field (the handle's last two digits) and the chunk (the handle without
+-- them); nil when it is not stored. `shapes` (optional): label -> shape bits
+-- already read.
 local function find_id(P, labels, id, idhash, first, shapes)
   local order = labels
   if first then
@@ -93,7 +106,7 @@ end
 -- apart) as {records end to end, bytes per record} parts: one GETRANGE (two
 -- where the slots wrap), then, for each record whose sketch did not fit
 -- (first byte 255), the record rebuilt whole from the packed fingerprint
--- (f:) on its own.
+-- (its a: element) on its own.
 local function recent_records(P, l, from, to)
   local key, a = recent_slot(P, l, from)
   local _, b = recent_slot(P, l, to)
@@ -102,9 +115,9 @@ local function recent_records(P, l, from, to)
   local parts, pos = {{recs, RECENT_STRIDE}}, string.find(recs, '\255', 1, true)
   while pos do
     local h = from + (pos - 1) / RECENT_STRIDE
-    local fp = h % 1 == 0 and redis.call('HGET', P .. 'f:' .. l .. ':' .. string.format('%d', math.floor(h / HANDLES_PER_CHUNK)),
-      string.format('%d', h % HANDLES_PER_CHUNK))
+    local fp = h % 1 == 0 and redis.call('LINDEX', article_key(P, l, h))
     if fp and fp ~= '' then
+      fp = article_packed(fp)
       fp = '\255' .. string.sub(recs, pos + 1, pos + 3) .. string.sub(fp, 1, #fp - 1 - 2 * string.byte(fp, #fp))
       parts[#parts + 1] = {fp, #fp}
     end

@@ -89,12 +89,18 @@ impl Keys {
         )
     }
 
-    /// HASH of the packed fingerprints of handles `100·c … 100·c+99`, under
-    /// field [`slot`]`(handle)`: the key is the handle without its last two
-    /// decimal digits, the field those two digits (a small field is a 2-byte
-    /// listpack integer where the whole handle takes up to 5).
-    pub fn fingerprints(&self, label: &str, handle: u64) -> String {
-        format!("{}f:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
+    /// LIST of the stored articles of handles `100·c … 100·c+99`, handle `h`
+    /// at index [`slot`]`(h)` (chunk 0 starts with an empty element: no
+    /// article has handle 0); each element [`encode_article`]: the packed
+    /// fingerprint and the meta. Handles are taken in order by the commit
+    /// script, so an insert is one `RPUSH`; the list's elements sit in
+    /// listpacks with 2–3 bytes of overhead each (a hash of 81-byte values is
+    /// a hash table, ~60 bytes per entry more). The key is the handle without
+    /// its last two decimal digits, the index those two digits.
+    ///
+    /// [`encode_article`]: crate::index::redis::codec::encode_article
+    pub fn articles(&self, label: &str, handle: u64) -> String {
+        format!("{}a:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
 
     /// STRING of the recent records of bucket `label`'s newest
@@ -102,12 +108,6 @@ impl Keys {
     /// slot `h % RECENT_SLOTS` (what a commit reads back).
     pub fn recent(&self, label: &str) -> String {
         format!("{}r:{label}", self.prefix)
-    }
-
-    /// HASH handle → time, words, article id and verdict, chunked like
-    /// [`Keys::fingerprints`].
-    pub fn metas(&self, label: &str, handle: u64) -> String {
-        format!("{}m:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
 
     /// HASH root handle → its linked duplicates (`<label>:<handle>` tokens).
@@ -132,16 +132,16 @@ impl Keys {
     }
 }
 
-/// The field of `handle` in its `f:`/`m:`/`d:` chunk: its last two decimal
-/// digits (`lua/prelude.lua`'s `find_id` computes the same).
+/// The index of `handle` in its `a:` chunk, its field in its `d:` chunk: its
+/// last two decimal digits (`lua/prelude.lua`'s `find_id` computes the same).
 pub fn slot(handle: u64) -> u64 {
     handle % HANDLES_PER_CHUNK
 }
 
-/// Handles per fingerprint/meta/link hash: small enough that each hash stays in
-/// Redis's compact listpack encoding (≤ `hash-max-listpack-entries` fields:
-/// 512 by default, 128 where it is tuned down; values ≤ 64 bytes), decimal so
-/// a person can find a handle's hash by dropping its last two digits.
+/// Handles per article list and link hash: small enough that each link hash
+/// stays in Redis's compact listpack encoding (≤ `hash-max-listpack-entries`
+/// fields: 512 by default, 128 where it is tuned down), decimal so a person
+/// can find a handle's key by dropping its last two digits.
 pub const HANDLES_PER_CHUNK: u64 = 100;
 
 /// Articles per `i:` key a bucket's shape aims at; a key holds between half
@@ -173,7 +173,7 @@ pub const RECENT_STRIDE: usize = 4 + 16 + 4 * RECENT_SKETCH;
 /// The key layout a bucket is written with (field `l` of its `n:` hash);
 /// a bucket of another layout is refused (`docs/operations.md`, "Upgrading a
 /// namespace").
-pub const LAYOUT: &str = "1";
+pub const LAYOUT: &str = "2";
 
 /// Buckets of this shape or more (sized for more than about 2 M articles:
 /// `128 · 2^14`) have one block set per block position, see [`Keys::block`].
@@ -333,8 +333,8 @@ mod tests {
             k.ids("2025010500", 14, "article-1"),
             "simdedup:{news}:i:2025010500:225f"
         );
-        assert_eq!(k.fingerprints("L", 12_345), "simdedup:{news}:f:L:123");
-        assert_eq!(k.metas("L", 99), "simdedup:{news}:m:L:0");
+        assert_eq!(k.articles("L", 12_345), "simdedup:{news}:a:L:123");
+        assert_eq!(k.articles("L", 99), "simdedup:{news}:a:L:0");
         assert_eq!(k.links("L", 100), "simdedup:{news}:d:L:1");
         assert_eq!(k.recent("L"), "simdedup:{news}:r:L");
         assert_eq!((slot(12_345), slot(99), slot(100)), (45, 99, 0));
@@ -364,7 +364,7 @@ mod tests {
         assert!(lua.contains("local HANDLES_PER_CHUNK = 100\n"), "{lua}");
         assert!(lua.contains("local POSITIONAL_BLOCK_BITS = 15\n"), "{lua}");
         assert!(lua.contains("local RECENT_STRIDE = 68\n"), "{lua}");
-        assert!(lua.contains("local LAYOUT = '1'\n"), "{lua}");
+        assert!(lua.contains("local LAYOUT = '2'\n"), "{lua}");
         assert_eq!(lua.lines().count(), 7);
     }
 

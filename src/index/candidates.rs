@@ -3,7 +3,7 @@
 //! keeps one per live Redis bucket (`redis/view.rs`).
 //!
 //! An article is a *slot* (a `u32`). Its row — the packed fingerprint (the
-//! bytes `f:` holds, [`encode_fingerprint`]), then the caller's tail, which
+//! bytes an `a:` element holds, [`encode_fingerprint`]), then the caller's tail, which
 //! ends with the article's id — lives in one byte arena at a `u32` offset: no
 //! allocation per article. The article is filed under the keys of
 //! [`super::meet`]:

@@ -9,8 +9,8 @@
 //!   timestamp). Every key of a bucket expires at bucket end + window, so nothing
 //!   outlives window + one bucket, and no key is written forever.
 //! - Inside a bucket an article gets a small integer **handle**; block sets
-//!   hold SimHashes (intsets), `i:` maps id → SimHash + handle, `f:`/`m:` map
-//!   handle → packed fingerprint / id + verdict.
+//!   hold SimHashes (intsets), `i:` maps id → SimHash + handle, the `a:`
+//!   lists handle → packed fingerprint, id and verdict.
 //! - Every process keeps a **view** of the live articles in memory
 //!   (`view.rs`) and finds candidates there; before deciding it catches up
 //!   with what was inserted or deleted since (`catch_up.rs`).
@@ -31,8 +31,8 @@ mod safety;
 mod view;
 
 pub use codec::{
-    decode_fingerprint, decode_id_value, decode_meta, encode_fingerprint, encode_id_value,
-    encode_meta, parse_simhash_member, simhash_member, Meta,
+    decode_article, decode_fingerprint, decode_id_value, decode_meta, encode_article,
+    encode_fingerprint, encode_id_value, encode_meta, parse_simhash_member, simhash_member, Meta,
 };
 
 use std::collections::HashMap;
@@ -657,7 +657,7 @@ struct Stored {
     links: Vec<(String, u64)>,
 }
 
-/// `[label, start, ids-value, fingerprint, meta, (links)]`.
+/// `[label, start, ids-value, article record, (links)]`.
 fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
     let corrupt = |reason: String| IndexError::Corrupt {
         id: id.to_owned(),
@@ -667,9 +667,12 @@ fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
     let label = string(it.next())?;
     let start = int(it.next())?;
     let (_, handle) = decode_id_value(&bytes(it.next())?).map_err(corrupt)?;
-    let packed = bytes(it.next())?;
-    let meta = decode_meta(&bytes(it.next())?).map_err(corrupt)?;
-    let fingerprint = decode_fingerprint(&packed, meta.words).map_err(corrupt)?;
+    let record = bytes(it.next())?;
+    let (packed, meta) = decode_article(&record)
+        .map_err(corrupt)?
+        .ok_or_else(|| corrupt("its article record is empty".into()))?;
+    let meta = decode_meta(meta).map_err(corrupt)?;
+    let fingerprint = decode_fingerprint(packed, meta.words).map_err(corrupt)?;
     let links = match it.next() {
         None => Vec::new(),
         Some(v) => {
@@ -882,20 +885,25 @@ impl Index for RedisIndex {
         if !root_row.links.is_empty() {
             let mut pipe = ::redis::pipe();
             for (label, h) in &root_row.links {
-                pipe.cmd("HGET")
-                    .arg(self.inner.keys.metas(label, *h))
+                pipe.cmd("LINDEX")
+                    .arg(self.inner.keys.articles(label, *h))
                     .arg(slot(*h));
             }
-            let metas: Vec<Option<Vec<u8>>> = pipe.query_async(&mut conn).await.map_err(backend)?;
+            let records: Vec<Option<Vec<u8>>> =
+                pipe.query_async(&mut conn).await.map_err(backend)?;
             let mut seen: HashMap<String, ()> = HashMap::new();
-            // A deleted duplicate's meta is gone or empty (delete.lua).
-            for meta in metas.into_iter().flatten().filter(|m| !m.is_empty()) {
+            let corrupt = |reason| IndexError::Corrupt {
+                id: root.clone(),
+                reason,
+            };
+            // A deleted duplicate's record is gone or empty (delete.lua).
+            for record in records.into_iter().flatten() {
+                let Some((_, meta)) = decode_article(&record).map_err(corrupt)? else {
+                    continue;
+                };
                 let Meta {
                     id: dup, verdict, ..
-                } = decode_meta(&meta).map_err(|reason| IndexError::Corrupt {
-                    id: root.clone(),
-                    reason,
-                })?;
+                } = decode_meta(meta).map_err(corrupt)?;
                 // A deleted duplicate leaves a stale link; a re-used id may now
                 // belong elsewhere: keep only live duplicates that name this root.
                 if verdict.duplicate().is_some_and(|d| d.dup_of == root)

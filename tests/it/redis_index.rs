@@ -462,11 +462,11 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.counter(&label), "r"])),
         (72 * 3_600_000).to_string()
     );
-    // And the key layout it was written with: l = 1.
+    // And the key layout it was written with: l = 2.
     let fields: Vec<String> =
         redis::from_redis_value(q(&mut c, &["HKEYS", &k.counter(&label)])).unwrap();
     assert_eq!(fields, ["n", "k", "r", "l"]);
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "1");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "2");
     // Handle 1's recent record, as the walkthrough shows its first 24 bytes:
     // 1 + one sketch hash, the id hash's top 24 bits, SimHash, content hash,
     // the sketch hash (little-endian), then zeros to 68 bytes.
@@ -496,21 +496,31 @@ async fn key_layout_is_the_documented_one() {
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 3, 0xcdef)])).unwrap();
     assert_eq!(members, vec!["81985529216486895"]);
     let offset = t - idx.bucket_start(t);
+    // The a: list of chunk 0: an empty element for handle 0, then handles 1
+    // and 2, each its packed fingerprint's length (u16 LE), the packed
+    // fingerprint and the meta.
+    let articles: Vec<Vec<u8>> =
+        redis::from_redis_value(q(&mut c, &["LRANGE", &k.articles(&label, 1), "0", "-1"])).unwrap();
+    assert_eq!(articles.len(), 3);
+    assert!(articles[0].is_empty());
+    let split = |a: &[u8]| -> (Vec<u8>, String) {
+        let len = usize::from(u16::from_le_bytes([a[0], a[1]]));
+        (
+            a[2..2 + len].to_vec(),
+            String::from_utf8(a[2 + len..].to_vec()).unwrap(),
+        )
+    };
+    let (packed, meta) = split(&articles[1]);
+    assert_eq!(meta, format!("{offset}|40|u|article-1"));
+    // Signal `h`, overlap 0.00: the two share no sketch hash.
     assert_eq!(
-        s(q(&mut c, &["HGET", &k.metas(&label, 1), "1"])),
-        format!("{offset}|40|u|article-1")
-    );
-    assert_eq!(
-        s(q(&mut c, &["HGET", &k.metas(&label, 2), "2"])),
-        // Signal `h`, overlap 0.00: the two share no sketch hash.
+        split(&articles[2]).1,
         format!("{offset}|40|d|1|h0|9|article-1article-2")
     );
     assert_eq!(
         s(q(&mut c, &["HGET", &k.links(&label, 1), "1"])),
         format!("{label}:2")
     );
-    let packed: Vec<u8> =
-        redis::from_redis_value(q(&mut c, &["HGET", &k.fingerprints(&label, 1), "1"])).unwrap();
     // simhash, content, one sketch hash, no numbers, the number count.
     assert_eq!(packed.len(), 16 + 4 + 1);
     let back = simdedup::index::redis::decode_fingerprint(&packed, 40).unwrap();
@@ -596,13 +606,14 @@ async fn views_follow_each_other() {
     assert_card_keys_expire(&mut conn, "rep", a.bucket_ms());
 }
 
-/// A namespace written with an earlier key layout (no recent records: `l =
-/// 0` in its buckets' counter hashes; lookup lists `h:`, `c:`, `s:`: no `l`)
-/// is refused with what to do: at connect when its newest bucket is one, at a
-/// commit when a bucket of it appears later.
+/// A namespace written with an earlier key layout (fingerprints and metas in
+/// `f:` and `m:` hashes: `l = 1` in its buckets' counter hashes; no recent
+/// records: `l = 0`; lookup lists `h:`, `c:`, `s:`: no `l`) is refused with
+/// what to do: at connect when its newest bucket is one, at a commit when a
+/// bucket of it appears later.
 #[tokio::test]
 async fn a_namespace_of_the_earlier_layout_is_refused_with_what_to_do() {
-    for layout in [Some("0"), None] {
+    for layout in [Some("1"), Some("0"), None] {
         refuses_a_namespace_of_layout(layout).await;
     }
 }
@@ -1216,7 +1227,7 @@ fn assert_card_keys_expire(conn: &mut redis::Connection, ns: &str, bucket_ms: i6
         .collect();
     assert_eq!(
         families,
-        ["b", "buckets", "d", "deleted", "f", "i", "m", "n", "r"]
+        ["a", "b", "buckets", "d", "deleted", "i", "n", "r"]
             .into_iter()
             .collect()
     );

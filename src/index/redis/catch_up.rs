@@ -2,8 +2,8 @@
 //! date with Redis.
 //!
 //! One pipeline reads the registry, the deletion log after the last entry
-//! applied and each live bucket's counter; then the `f:`/`m:` entries of the
-//! handles inserted since, by whoever, a chunk per `HMGET`. A cold view loads
+//! applied and each live bucket's counter; then the `a:` elements of the
+//! handles inserted since, by whoever, a chunk per `LRANGE`. A cold view loads
 //! the whole window this way. A view a little behind is safe: the commit is
 //! told its counters, so anything inserted after them that could meet the
 //! article makes it catch up and decide again.
@@ -14,7 +14,10 @@ use ::redis::Value;
 
 use super::conn::Conn;
 use super::view::View;
-use super::{array, backend, bad_reply, bytes, int, parse_live, string, RedisIndex, ViewState};
+use super::{
+    array, backend, bad_reply, bytes, decode_article, int, parse_live, string, RedisIndex,
+    ViewState,
+};
 use crate::index::IndexError;
 use crate::keys::{slot, HANDLES_PER_CHUNK};
 
@@ -34,8 +37,9 @@ pub(super) const SYNC_EVERY: std::time::Duration = std::time::Duration::from_mil
 /// one's checks at most this much later (its own deletions, at once).
 pub(super) const MAX_STALENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// Commands per pipeline when fetching new handles (each names up to 100).
-const FETCH_COMMANDS: usize = 512;
+/// Chunks per pipeline when fetching new handles (an `LRANGE` of up to 100
+/// articles each).
+const FETCH_CHUNKS: usize = 256;
 /// Deletion-log entries read per command.
 const DELETIONS_PER_READ: usize = 1000;
 
@@ -263,7 +267,7 @@ impl RedisIndex {
     }
 
     /// Fetch and file handles `from..=to` of each bucket in `wanted`, a chunk
-    /// (`f:` and `m:` `HMGET`) at a time, pipelined.
+    /// (an `a:` `LRANGE`) at a time, pipelined.
     async fn fetch_handles(
         &self,
         conn: &mut Conn,
@@ -282,38 +286,33 @@ impl RedisIndex {
         }
         let total = chunks.len();
         let started = Instant::now();
-        for (n, group) in chunks.chunks(FETCH_COMMANDS / 2).enumerate() {
+        for (n, group) in chunks.chunks(FETCH_CHUNKS).enumerate() {
             let mut pipe = ::redis::pipe();
             for &(label, first, last) in group {
-                let slots: Vec<u64> = (first..=last).map(slot).collect();
-                pipe.cmd("HMGET")
-                    .arg(keys.fingerprints(label, first))
-                    .arg(&slots);
-                pipe.cmd("HMGET").arg(keys.metas(label, first)).arg(&slots);
+                pipe.cmd("LRANGE")
+                    .arg(keys.articles(label, first))
+                    .arg(slot(first))
+                    .arg(slot(last));
             }
             let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
-            let mut it = replies.into_iter();
-            for &(label, first, _) in group {
-                let packed = array(it.next().unwrap_or(Value::Nil))?;
-                let metas = array(it.next().unwrap_or(Value::Nil))?;
-                let records = packed
+            for (&(label, first, _), reply) in group.iter().zip(replies) {
+                let corrupt = |reason: String| IndexError::Corrupt {
+                    id: format!("{label}:{first}"),
+                    reason,
+                };
+                let records = array(reply)?
                     .into_iter()
-                    .zip(metas)
-                    .map(|(p, m)| {
-                        let (p, m) = (bytes(Some(p))?, bytes(Some(m))?);
-                        // Deleted: no entries left.
-                        Ok((!p.is_empty() && !m.is_empty()).then_some((p, m)))
+                    .map(|element| {
+                        let element = bytes(Some(element))?;
+                        Ok(decode_article(&element)
+                            .map_err(corrupt)?
+                            .map(|(p, m)| (p.to_vec(), m.to_vec())))
                     })
                     .collect::<Result<Vec<_>, IndexError>>()?;
-                self.view()
-                    .apply(label, first, records)
-                    .map_err(|reason| IndexError::Corrupt {
-                        id: format!("{label}:{first}"),
-                        reason,
-                    })?;
+                self.view().apply(label, first, records).map_err(corrupt)?;
             }
-            let done = (n + 1) * (FETCH_COMMANDS / 2);
-            if total > 10_000 && done % 10_000 < FETCH_COMMANDS / 2 {
+            let done = (n + 1) * FETCH_CHUNKS;
+            if total > 10_000 && done % 10_000 < FETCH_CHUNKS {
                 tracing::info!(
                     articles = self.view_articles(),
                     chunks = done.min(total),

@@ -3,7 +3,10 @@
 //! If [`Fingerprint`] or the verdict gains a field, change the pairs here (and
 //! their tests); nothing else reads or writes these bytes.
 //!
-//! - **fingerprint** (`f:` hashes, binary, little-endian): `simhash u64 · content
+//! - **article** (`a:` lists, one element per handle): `packed length u16 LE ·
+//!   packed fingerprint · meta` ([`encode_article`]); an empty element is a
+//!   deleted article (or handle 0, which no article has).
+//! - **fingerprint** (binary, little-endian): `simhash u64 · content
 //!   u64 · signatures u32 × n · numbers u16 × m · m u8`, 17 + 4n + 2m bytes (81
 //!   for the default 12-hash sketch and 8-hash number sketch). The clause sketch
 //!   follows the content hash directly because `lua/commit.lua` reads its
@@ -17,7 +20,7 @@
 //!   fingerprint · zeros. What a commit reads back of an article inserted
 //!   since a worker's view: the keys it meets others through, and a hint of its
 //!   id. A deleted article's first byte is 0.
-//! - **meta** (`m:` hashes, text): `<ts offset>|<words>|u|<id>` for a kept
+//! - **meta** (text): `<ts offset>|<words>|u|<id>` for a kept
 //!   article; for a duplicate `<ts offset>|<words>|d|<distance>|<signal>|<len
 //!   dup_of>|<dup_of><id>` when it matched its cluster's root itself, else
 //!   `…|D|<distance>|<signal>|<len matched>|<len dup_of>|<matched><dup_of><id>`
@@ -247,6 +250,34 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
     ))
 }
 
+/// An `a:` list element: the packed fingerprint ([`encode_fingerprint`])
+/// after its length, then the meta ([`encode_meta`]).
+pub fn encode_article(packed: &[u8], meta: &str) -> Vec<u8> {
+    let len = u16::try_from(packed.len()).expect("a packed fingerprint is under 64 KiB");
+    let mut out = Vec::with_capacity(2 + packed.len() + meta.len());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(packed);
+    out.extend_from_slice(meta.as_bytes());
+    out
+}
+
+/// An article's packed fingerprint and meta, as an `a:` element holds them.
+pub type ArticleParts<'a> = (&'a [u8], &'a [u8]);
+
+/// Split an `a:` list element into its packed fingerprint and its meta;
+/// `None` for an empty one (a deleted article), an error for a malformed one.
+pub fn decode_article(bytes: &[u8]) -> Result<Option<ArticleParts<'_>>, String> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let len = bytes
+        .get(..2)
+        .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
+        .filter(|&len| 2 + len <= bytes.len())
+        .ok_or_else(|| format!("article record of {} bytes is cut short", bytes.len()))?;
+    Ok(Some((&bytes[2..2 + len], &bytes[2 + len..])))
+}
+
 /// The `i:` hash value: the SimHash in 16 hex digits, then the handle.
 pub fn encode_id_value(simhash: u64, handle: u64) -> String {
     format!("{simhash:016x}:{handle}")
@@ -284,6 +315,19 @@ pub fn parse_simhash_member(bytes: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_article_record_splits_into_what_was_packed() {
+        let packed = encode_fingerprint(&fp(12));
+        let meta = encode_meta("id|with|bars", &Verdict::Unique, 17, 350);
+        let record = encode_article(&packed, &meta);
+        assert_eq!(record.len(), 2 + 81 + meta.len());
+        let (p, m) = decode_article(&record).unwrap().unwrap();
+        assert_eq!((p, m), (&packed[..], meta.as_bytes()));
+        assert_eq!(decode_article(b"").unwrap(), None);
+        assert!(decode_article(&record[..40]).is_err());
+        assert!(decode_article(b"\x51").is_err());
+    }
 
     fn fp(n: usize) -> Fingerprint {
         Fingerprint {

@@ -5,7 +5,7 @@
 
 use ::redis::Value;
 
-use super::codec::{encode_fingerprint, encode_recent, simhash_member};
+use super::codec::{encode_article, encode_fingerprint, encode_recent, simhash_member};
 use super::{array, bad_reply, int, string};
 use crate::fingerprint::Fingerprint;
 use crate::index::meet;
@@ -88,8 +88,7 @@ impl CommitArgs<'_> {
             text(&expire_at.to_string()),
             text(&format!("{:016x}", fp.simhash)),
             text(&simhash_member(fp.simhash)),
-            encode_fingerprint(fp),
-            text(self.meta),
+            encode_article(&encode_fingerprint(fp), self.meta),
             text(if keys.is_some() { "1" } else { "0" }),
             text(root),
             text(&root_hash),
@@ -223,11 +222,13 @@ mod tests {
                 "81985529216486895",
             ]
         );
-        assert_eq!(argv[9], encode_fingerprint(&fp));
+        let mut article = vec![29, 0];
+        article.extend(encode_fingerprint(&fp));
+        article.extend(b"5|100|d|2|h|1|r");
+        assert_eq!(argv[9], article);
         assert_eq!(
             &text[10..],
             [
-                "5|100|d|2|h|1|r",
                 "1",
                 "r",
                 &id_hash_hex("r"),
@@ -248,16 +249,16 @@ mod tests {
             ]
         );
         let preload = args(&fp, Validate::Nothing).argv();
-        assert_eq!(preload.len(), 21);
-        assert_eq!(preload[19], encode_recent("article-1", &fp));
-        assert_eq!(preload[20], b"-1");
+        assert_eq!(preload.len(), 20);
+        assert_eq!(preload[18], encode_recent("article-1", &fp));
+        assert_eq!(preload[19], b"-1");
         // An empty fingerprint is not indexed and looks nothing up.
         let empty = Fingerprint {
             words: 0,
             ..fp.clone()
         };
         let argv = args(&empty, Validate::Nothing).argv();
-        assert_eq!((&argv[11][..], &argv[16][..]), (&b"0"[..], &b"0"[..]));
+        assert_eq!((&argv[10][..], &argv[15][..]), (&b"0"[..], &b"0"[..]));
     }
 
     #[test]

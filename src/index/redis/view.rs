@@ -2,9 +2,9 @@
 //! its checks find their candidates.
 //!
 //! A worker keeps every live article's packed fingerprint and meta (what
-//! `f:` and `m:` hold), one [`Candidates`] per live bucket, and finds
+//! the `a:` lists hold), one [`Candidates`] per live bucket, and finds
 //! candidates there as the embedded index does; Redis
-//! only tells it what is new (the bucket counters, then the `f:`/`m:` entries
+//! only tells it what is new (the bucket counters, then the `a:` elements
 //! of the new handles: `catch_up.rs`) and runs the commit, which validates the
 //! decision against everything inserted since the view's counters. The view
 //! is a cache: it is built from Redis whenever a worker starts, so a worker
@@ -37,7 +37,7 @@ pub(crate) struct View {
     forgotten: std::collections::HashSet<(String, u64)>,
 }
 
-/// A stored article as `f:` and `m:` hold it: packed fingerprint, meta.
+/// A stored article as its `a:` element holds it: packed fingerprint, meta.
 pub(crate) type Record = (Vec<u8>, Vec<u8>);
 
 /// One bucket's articles, handles `1..=synced`: handle `h` in slot `h - 1`
