@@ -104,6 +104,11 @@ pub struct DecisionConfig {
 /// The largest `max_distance` the 4-block pigeonhole index can guarantee to find.
 pub const MAX_PIGEONHOLE_DISTANCE: u32 = 3;
 
+/// The most lookup sketch hashes an article is filed under: a candidate
+/// index tags each entry of its one sketch table with the position of its
+/// hash in a few bits.
+pub const MAX_LOOKUP_SIGNATURES: usize = 16;
+
 impl Default for DecisionConfig {
     fn default() -> Self {
         Self {
@@ -133,8 +138,11 @@ impl DecisionConfig {
                 self.sentence_max_distance
             ));
         }
-        if self.lookup_signatures == 0 {
-            return Err("lookup_signatures must be at least 1".into());
+        if !(1..=MAX_LOOKUP_SIGNATURES).contains(&self.lookup_signatures) {
+            return Err(format!(
+                "lookup_signatures = {} but it must be 1 to {MAX_LOOKUP_SIGNATURES}",
+                self.lookup_signatures
+            ));
         }
         if self.window_ms == 0 {
             return Err("window_ms must be positive".into());

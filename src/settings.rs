@@ -135,7 +135,6 @@ impl Settings {
     }
 
     pub fn validate(&self) -> Result<(), SettingsError> {
-        self.decision.validate().map_err(SettingsError::Invalid)?;
         if self.decision.lookup_signatures > self.fingerprint.signatures {
             return Err(SettingsError::Invalid(format!(
                 "decision.lookup_signatures = {} but a sketch holds only fingerprint.signatures = {} hashes: use 1 to {}",
@@ -144,6 +143,7 @@ impl Settings {
                 self.fingerprint.signatures
             )));
         }
+        self.decision.validate().map_err(SettingsError::Invalid)?;
         if self.max_text_bytes == 0 {
             return Err(SettingsError::Invalid(
                 "max_text_bytes must be positive".into(),
@@ -303,6 +303,15 @@ mod tests {
             |s, n| s.decision.lookup_signatures = n,
             &[(1, true), (12, true), (13, false), (40, false)],
             "fingerprint.signatures = 12 hashes: use 1 to 12",
+        );
+        // And at most what a candidate index can tag, whatever the sketch.
+        check_range(
+            |s, n| {
+                s.fingerprint.signatures = 40;
+                s.decision.lookup_signatures = n;
+            },
+            &[(16, true), (17, false)],
+            "lookup_signatures = 17 but it must be 1 to 16",
         );
         check_range(
             |s, n| s.worker.pipeline = n,

@@ -15,7 +15,9 @@
 //! - its content hash and each lookup sketch hash, at most
 //!   [`LISTED_PER_HASH`] slots per hash, and its id, in hash tables of bare
 //!   slots: a slot's key is read back from its row, so a table entry costs
-//!   4 bytes and a control byte.
+//!   4 bytes and a control byte. The lookup hashes of every position share
+//!   one table, an entry naming the slot and the position whose hash it is
+//!   filed under, so a hash is one probe wherever it stands in a sketch.
 //!
 //! A removed article's row becomes garbage, reclaimed when it is half the
 //! arena; dropping a whole `Candidates` (an expired bucket) frees its articles
@@ -29,6 +31,7 @@ use hashbrown::HashTable;
 
 use super::redis::codec::{packed_parts, u32s};
 use super::LISTED_PER_HASH;
+use crate::decision::MAX_LOOKUP_SIGNATURES;
 use crate::fingerprint::Fingerprint;
 use crate::simhash::{blocks, hamming};
 
@@ -40,6 +43,10 @@ const GONE: u32 = u32::MAX;
 /// [`MAX_ID_BYTES`]: crate::article::MAX_ID_BYTES
 const HEAD: usize = 6;
 const BLOCK_VALUES: usize = 1 << 16;
+/// A sketch table entry: the slot in the low bits, the position of the
+/// lookup hash it is filed under above them.
+const SLOT_BITS: u32 = 28;
+const _: () = assert!(MAX_LOOKUP_SIGNATURES <= 1 << (32 - SLOT_BITS));
 
 /// The articles and their keys. See the module documentation.
 #[derive(Debug)]
@@ -55,9 +62,9 @@ pub(crate) struct Candidates {
     /// `4 × 65,536` lists, position-major; empty until an article is filed.
     blocks: Vec<BlockList>,
     content: HashTable<u32>,
-    /// One table per lookup position: the key of a slot in table `i` is its
-    /// `i`-th sketch hash.
-    sketch: Vec<HashTable<u32>>,
+    /// The lookup hashes: an entry `slot | i << SLOT_BITS` is filed under
+    /// the slot's `i`-th sketch hash.
+    sketch: HashTable<u32>,
     ids: HashTable<u32>,
 }
 
@@ -88,8 +95,14 @@ struct Rows {
 #[derive(Clone, Copy)]
 enum Key {
     Content,
-    Sketch(usize),
+    Sketch,
     Id,
+}
+
+/// The slot and the lookup position of a table entry (position 0 outside
+/// the sketch table).
+fn entry_parts(e: u32) -> (u32, usize) {
+    (e & ((1 << SLOT_BITS) - 1), (e >> SLOT_BITS) as usize)
 }
 
 /// What a search found.
@@ -145,11 +158,13 @@ impl Rows {
         Some(&tail[tail.len() - id_len..])
     }
 
-    fn key(&self, slot: u32, key: Key) -> Option<u64> {
+    /// The key table `key`'s entry `e` is filed under.
+    fn key(&self, e: u32, key: Key) -> Option<u64> {
+        let (slot, i) = entry_parts(e);
         match key {
             Key::Id => self.id(slot).map(id_key),
             Key::Content => packed_parts(self.row(slot)?.0).map(|k| k.1),
-            Key::Sketch(i) => u32s(packed_parts(self.row(slot)?.0)?.2)
+            Key::Sketch => u32s(packed_parts(self.row(slot)?.0)?.2)
                 .nth(i)
                 .map(u64::from),
         }
@@ -182,16 +197,17 @@ fn listed<'a>(
     table
         .iter_hash(mix(key))
         .copied()
-        .filter(move |&s| rows.key(s, which) == Some(key))
+        .filter(move |&e| rows.key(e, which) == Some(key))
+        .map(|e| entry_parts(e).0)
 }
 
-fn file(table: &mut HashTable<u32>, rows: &Rows, which: Key, key: u64, slot: u32) {
-    table.insert_unique(mix(key), slot, |&s| mix(rows.key(s, which).unwrap_or(0)));
+fn file(table: &mut HashTable<u32>, rows: &Rows, which: Key, key: u64, entry: u32) {
+    table.insert_unique(mix(key), entry, |&e| mix(rows.key(e, which).unwrap_or(0)));
 }
 
-fn unfile(table: &mut HashTable<u32>, key: u64, slot: u32) {
-    if let Ok(entry) = table.find_entry(mix(key), |&s| s == slot) {
-        entry.remove();
+fn unfile(table: &mut HashTable<u32>, key: u64, entry: u32) {
+    if let Ok(found) = table.find_entry(mix(key), |&e| e == entry) {
+        found.remove();
     }
 }
 
@@ -205,7 +221,7 @@ impl Candidates {
             live: 0,
             blocks: Vec::new(),
             content: HashTable::new(),
-            sketch: Vec::new(),
+            sketch: HashTable::new(),
             ids: HashTable::new(),
         }
     }
@@ -260,6 +276,12 @@ impl Candidates {
                 s
             }
             None => {
+                if self.rows.starts.len() >= 1 << SLOT_BITS {
+                    return Err(format!(
+                        "{} slots in one candidate index",
+                        1u32 << SLOT_BITS
+                    ));
+                }
                 self.rows.starts.push(start);
                 (self.rows.starts.len() - 1) as u32
             }
@@ -285,29 +307,13 @@ impl Candidates {
             file(&mut self.content, &self.rows, Key::Content, content, slot);
         }
         for (i, s) in u32s(sketch).take(self.lookup).enumerate() {
-            if self.sketch.len() <= i {
-                self.sketch.push(HashTable::new());
-            }
-            if self.sketch_listed(u64::from(s)) < LISTED_PER_HASH {
-                file(
-                    &mut self.sketch[i],
-                    &self.rows,
-                    Key::Sketch(i),
-                    u64::from(s),
-                    slot,
-                );
+            let key = u64::from(s);
+            if listed(&self.sketch, &self.rows, Key::Sketch, key).count() < LISTED_PER_HASH {
+                let entry = slot | (i as u32) << SLOT_BITS;
+                file(&mut self.sketch, &self.rows, Key::Sketch, key, entry);
             }
         }
         Ok(slot)
-    }
-
-    /// How many articles sketch hash `key` lists, at any position.
-    fn sketch_listed(&self, key: u64) -> usize {
-        self.sketch
-            .iter()
-            .enumerate()
-            .map(|(i, t)| listed(t, &self.rows, Key::Sketch(i), key).count())
-            .sum()
     }
 
     /// Remove the article in `slot`; whether there was one.
@@ -329,8 +335,12 @@ impl Candidates {
                 }
             }
             unfile(&mut self.content, content, slot);
-            for (i, s) in u32s(sketch).take(self.sketch.len()).enumerate() {
-                unfile(&mut self.sketch[i], u64::from(s), slot);
+            for (i, s) in u32s(sketch).take(self.lookup).enumerate() {
+                unfile(
+                    &mut self.sketch,
+                    u64::from(s),
+                    slot | (i as u32) << SLOT_BITS,
+                );
             }
         }
         unfile(&mut self.ids, id, slot);
@@ -404,11 +414,9 @@ impl Candidates {
             .push(found.slots.len() - before >= LISTED_PER_HASH);
         for &s in fp.lookup_signatures(self.lookup) {
             let before = found.slots.len();
-            for (i, table) in self.sketch.iter().enumerate() {
-                found
-                    .slots
-                    .extend(listed(table, &self.rows, Key::Sketch(i), u64::from(s)));
-            }
+            found
+                .slots
+                .extend(listed(&self.sketch, &self.rows, Key::Sketch, u64::from(s)));
             found
                 .full
                 .push(found.slots.len() - before >= LISTED_PER_HASH);
@@ -476,6 +484,41 @@ mod tests {
         assert_eq!(c.insert(&packed(7, 42, &[]), b"x9", 2, true), Ok(2));
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH);
         assert!(!c.has_block(0, 0x1234) && c.has_block(3, 0xffff));
+    }
+
+    #[test]
+    fn a_lookup_hash_is_listed_once_wherever_it_stands_in_a_sketch() {
+        let mut c = Candidates::new(3, true);
+        // Hash 9 at positions 0, 1 and 2 of three articles; 8 elsewhere.
+        c.insert(&packed(1 << 20, 1, &[9, 10]), b"a", 1, true)
+            .unwrap();
+        c.insert(&packed(2 << 20, 2, &[5, 9]), b"b", 1, true)
+            .unwrap();
+        c.insert(&packed(3 << 20, 3, &[4, 8, 9]), b"c", 1, true)
+            .unwrap();
+        assert_eq!(c.find(&probe(0, 0, &[9]), 0).slots, [0, 1, 2]);
+        assert_eq!(c.find(&probe(0, 0, &[8]), 0).slots, [2]);
+        // Removing one unfiles it at its own position only.
+        assert!(c.remove(1));
+        assert_eq!(c.find(&probe(0, 0, &[9]), 0).slots, [0, 2]);
+        assert_eq!(c.find(&probe(0, 0, &[5]), 0).slots, Vec::<u32>::new());
+        // The bound counts the listings at every position together.
+        for i in 0..LISTED_PER_HASH {
+            let sketch = [1, 2, 9];
+            let id = format!("x{i}");
+            c.insert(
+                &packed(u64::from(i as u32) << 40, 7, &sketch[i % 3..]),
+                id.as_bytes(),
+                2,
+                true,
+            )
+            .unwrap();
+        }
+        let f = c.find(&probe(0, 0, &[9]), 0);
+        assert_eq!(
+            (f.slots.len(), f.full),
+            (LISTED_PER_HASH, vec![false, true])
+        );
     }
 
     #[test]
