@@ -267,7 +267,8 @@ impl RedisIndex {
     }
 
     /// Fetch and file handles `from..=to` of each bucket in `wanted`, a chunk
-    /// (an `a:` `LRANGE`) at a time, pipelined.
+    /// (an `a:` `LRANGE`) at a time, pipelined; the next pipeline is in
+    /// flight while this one's articles are filed.
     async fn fetch_handles(
         &self,
         conn: &mut Conn,
@@ -284,9 +285,8 @@ impl RedisIndex {
                 h = last + 1;
             }
         }
-        let total = chunks.len();
-        let started = Instant::now();
-        for (n, group) in chunks.chunks(FETCH_CHUNKS).enumerate() {
+        let groups: Vec<&[(&str, u64, u64)]> = chunks.chunks(FETCH_CHUNKS).collect();
+        let send = |group: &[(&str, u64, u64)]| {
             let mut pipe = ::redis::pipe();
             for &(label, first, last) in group {
                 pipe.cmd("LRANGE")
@@ -294,29 +294,39 @@ impl RedisIndex {
                     .arg(slot(first))
                     .arg(slot(last));
             }
-            let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
+            let mut conn = conn.clone();
+            tokio::spawn(async move { pipe.query_async::<Vec<Value>>(&mut conn).await })
+        };
+        let started = Instant::now();
+        let mut next = groups.first().map(|g| send(g));
+        for (n, group) in groups.iter().enumerate() {
+            let Some(in_flight) = next.take() else { break };
+            let replies = in_flight
+                .await
+                .map_err(|e| IndexError::Backend(format!("fetching the view: {e}")))?
+                .map_err(backend)?;
+            next = groups.get(n + 1).map(|g| send(g));
             for (&(label, first, _), reply) in group.iter().zip(replies) {
                 let corrupt = |reason: String| IndexError::Corrupt {
                     id: format!("{label}:{first}"),
                     reason,
                 };
-                let records = array(reply)?
+                let elements = array(reply)?
                     .into_iter()
-                    .map(|element| {
-                        let element = bytes(Some(element))?;
-                        Ok(decode_article(&element)
-                            .map_err(corrupt)?
-                            .map(|(p, m)| (p.to_vec(), m.to_vec())))
-                    })
+                    .map(|element| bytes(Some(element)))
+                    .collect::<Result<Vec<_>, IndexError>>()?;
+                let records = elements
+                    .iter()
+                    .map(|element| decode_article(element).map_err(corrupt))
                     .collect::<Result<Vec<_>, IndexError>>()?;
                 self.view().apply(label, first, records).map_err(corrupt)?;
             }
             let done = (n + 1) * FETCH_CHUNKS;
-            if total > 10_000 && done % 10_000 < FETCH_CHUNKS {
+            if chunks.len() > 10_000 && done % 10_000 < FETCH_CHUNKS {
                 tracing::info!(
                     articles = self.view_articles(),
-                    chunks = done.min(total),
-                    of = total,
+                    chunks = done.min(chunks.len()),
+                    of = chunks.len(),
                     seconds = started.elapsed().as_secs_f64(),
                     "loading the view"
                 );

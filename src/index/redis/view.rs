@@ -108,11 +108,11 @@ impl View {
     /// `label`: `(packed fingerprint, meta)`, `None` for a deleted one. Handles
     /// already copied (another task fetched them first) are skipped; a gap
     /// stops the filing (the next sync fetches from there).
-    pub(crate) fn apply(
+    pub(crate) fn apply<P: AsRef<[u8]>, M: AsRef<[u8]>>(
         &mut self,
         label: &str,
         from: u64,
-        records: Vec<Option<Record>>,
+        records: Vec<Option<(P, M)>>,
     ) -> Result<(), String> {
         let Some(copy) = self.buckets.get_mut(label) else {
             return Ok(());
@@ -124,7 +124,10 @@ impl View {
             if handle != copy.synced + 1 {
                 break;
             }
-            let record = record.filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
+            let record = record
+                .as_ref()
+                .map(|(p, m)| (p.as_ref(), m.as_ref()))
+                .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
             copy.file(handle, record)?;
         }
         self.file_own(label)
@@ -167,7 +170,8 @@ impl View {
             if handle != copy.synced + 1 {
                 break;
             }
-            let record = Some(entry.remove())
+            let record = entry.remove();
+            let record = Some((&record.0[..], &record.1[..]))
                 .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
             copy.file(handle, record)?;
         }
@@ -282,15 +286,15 @@ impl BucketCopy {
         })
     }
 
-    fn file(&mut self, handle: u64, record: Option<Record>) -> Result<(), String> {
+    fn file(&mut self, handle: u64, record: Option<(&[u8], &[u8])>) -> Result<(), String> {
         u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
         self.synced = handle;
         match record {
             None => self.articles.skip(),
             Some((packed, meta)) => {
-                let m = decode_meta(&meta)?;
+                let m = decode_meta(meta)?;
                 self.articles
-                    .insert(&packed, &meta, m.id.len(), m.words > 0)?;
+                    .insert(packed, meta, m.id.len(), m.words > 0)?;
             }
         }
         Ok(())
