@@ -226,6 +226,18 @@ impl Candidates {
         }
     }
 
+    /// Make room for `more` articles in the hash tables, so that filing them
+    /// does not grow a table one doubling at a time: each growth reads back
+    /// the key of every entry from its row.
+    pub(crate) fn reserve(&mut self, more: usize) {
+        let rows = &self.rows;
+        let rehash = |which: Key| move |&e: &u32| mix(rows.key(e, which).unwrap_or(0));
+        self.ids.reserve(more, rehash(Key::Id));
+        self.content.reserve(more, rehash(Key::Content));
+        self.sketch.reserve(more * self.lookup, rehash(Key::Sketch));
+        self.rows.starts.reserve(more);
+    }
+
     /// Articles held.
     pub(crate) fn len(&self) -> usize {
         self.live

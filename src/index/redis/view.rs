@@ -98,6 +98,7 @@ impl View {
                 self.own.remove(label);
             }
             if *n > copy.synced {
+                copy.articles.reserve((*n - copy.synced) as usize);
                 wanted.push((label.clone(), copy.synced + 1, *n));
             }
         }
