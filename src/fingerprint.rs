@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::dictionary::Dictionary;
 use crate::distinctive::number_sketch;
 use crate::hotwords::{HotWords, Lookup, HOT_WORDS};
 use crate::idf::IdfTable;
@@ -96,16 +97,22 @@ pub struct Fingerprinter {
     /// Stop words and common words with IDF and hash precomputed (a cache of
     /// `idf` and the tokenizer's stop words).
     hot: Arc<HotWords>,
+    /// The compile-time dictionary, when it both cuts Han text and holds its
+    /// words' hashes and IDF in `idf` (the built-in table): a word it cut
+    /// needs neither computed.
+    dictionary: Option<&'static Dictionary>,
     config: FingerprintConfig,
 }
 
 impl Fingerprinter {
     pub fn new(tokenizer: Tokenizer, idf: Arc<IdfTable>, config: FingerprintConfig) -> Self {
         let hot = Arc::new(HotWords::build(&idf, tokenizer.stop_words(), HOT_WORDS));
+        let dictionary = tokenizer.dictionary().filter(|_| idf.is_builtin());
         Self {
             tokenizer,
             idf,
             hot,
+            dictionary,
             config,
         }
     }
@@ -142,27 +149,32 @@ impl Fingerprinter {
         let hot = &*self.hot;
         // Term counts: of words in the hot table by slot, of the others by word.
         hot_tf.reset(hot.slots());
-        let mut cold_tf: FxHashMap<&str, u32> = FxHashMap::default();
+        // Counts of the other words, with the dictionary index of a word the
+        // dictionary cut ([`NO_ID`] for the others).
+        let mut cold_tf: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
         cold_tf.reserve(text.len() / 32);
         let mut owned: Vec<String> = Vec::new();
         // Words borrowed from `text` are counted directly; lowercased ones are owned
         // first and counted after (they cannot be borrowed from `text`).
         self.tokenizer
-            .for_each_candidate(text, |w| match hot.lookup(w) {
+            .for_each_candidate_id(text, |w, id| match hot.lookup(w) {
                 Lookup::Stop => {}
                 Lookup::Hot(slot) => hot_tf.add(slot),
                 Lookup::Miss => {
                     if let Some(start) = subslice_offset(text, w) {
-                        *cold_tf.entry(&text[start..start + w.len()]).or_insert(0) += 1;
+                        cold_tf
+                            .entry(&text[start..start + w.len()])
+                            .or_insert((0, id.unwrap_or(NO_ID)))
+                            .0 += 1;
                     } else {
                         owned.push(w.to_owned());
                     }
                 }
             });
         for w in &owned {
-            *cold_tf.entry(w.as_str()).or_insert(0) += 1;
+            cold_tf.entry(w.as_str()).or_insert((0, NO_ID)).0 += 1;
         }
-        let words: u32 = hot_tf.total + cold_tf.values().sum::<u32>();
+        let words: u32 = hot_tf.total + cold_tf.values().map(|&(n, _)| n).sum::<u32>();
         // (word, weight, feature hash) of every distinct content word.
         let mut weighted: Vec<(&str, f64, u64)> =
             Vec::with_capacity(hot_tf.touched.len() + cold_tf.len());
@@ -170,11 +182,13 @@ impl Fingerprinter {
             let n = hot_tf.counts[slot as usize];
             (hot.word(slot), f64::from(n) * hot.idf(slot), hot.hash(slot))
         }));
-        weighted.extend(
-            cold_tf
-                .into_iter()
-                .map(|(w, n)| (w, f64::from(n) * self.idf.get(w), hash_bytes(w.as_bytes()))),
-        );
+        weighted.extend(cold_tf.into_iter().map(|(w, (n, id))| {
+            let (hash, idf) = match self.dictionary {
+                Some(dictionary) if id != NO_ID => dictionary.features(id),
+                _ => (hash_bytes(w.as_bytes()), self.idf.get(w)),
+            };
+            (w, f64::from(n) * idf, hash)
+        }));
         if self.config.top_words > 0 && weighted.len() > self.config.top_words {
             // Highest weight first; ties by word so the cut is deterministic.
             weighted.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
@@ -200,6 +214,9 @@ impl Fingerprinter {
         }
     }
 }
+
+/// The dictionary index of a word the dictionary did not cut.
+const NO_ID: u32 = u32::MAX;
 
 thread_local! {
     /// Per-thread term counts of hot words, kept between articles.
@@ -277,6 +294,34 @@ mod tests {
             f.fingerprint("Stocks Rally As Markets Rebound").simhash,
             f.fingerprint("stocks rally as markets rebound").simhash
         );
+    }
+
+    /// The dictionary's precomputed hashes and IDF give the fingerprint that
+    /// computing them gives.
+    #[test]
+    fn dictionary_features_change_nothing() {
+        use crate::random_text::{random_texts, COMMON_HAN};
+        let fast = fp();
+        assert!(fast.dictionary.is_some());
+        let mut slow = fast.clone();
+        slow.dictionary = None;
+        let alphabet: Vec<char> = COMMON_HAN
+            .chars()
+            .chain("，。“”、（）《》 ab1 .-〇𠀀㐀丽的了是".chars())
+            .collect();
+        let texts = random_texts(0x3C6E_F372_FE94_F82B, 300, 1..600, |rng| {
+            rng.pick(&alphabet)
+        });
+        let articles = include_str!("../examples/articles.jsonl")
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["text"].as_str().map(str::to_owned));
+        let mut n = 0;
+        for text in texts.into_iter().chain(articles) {
+            assert_eq!(fast.fingerprint(&text), slow.fingerprint(&text), "{text}");
+            n += 1;
+        }
+        assert!(n > 300);
     }
 
     #[test]
