@@ -153,9 +153,11 @@ impl Fingerprinter {
         // dictionary cut ([`NO_ID`] for the others).
         let mut cold_tf: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
         cold_tf.reserve(text.len() / 32);
-        let mut owned: Vec<String> = Vec::new();
-        // Words borrowed from `text` are counted directly; lowercased ones are owned
-        // first and counted after (they cannot be borrowed from `text`).
+        // Words borrowed from `text` are counted directly; lowercased ones are
+        // copied to `owned` first (their ranges in `owned_words`) and counted
+        // after (they cannot be borrowed from `text`).
+        let mut owned = String::new();
+        let mut owned_words: Vec<(usize, usize)> = Vec::new();
         self.tokenizer
             .for_each_candidate_id(text, |w, id| match hot.lookup(w) {
                 Lookup::Stop => {}
@@ -167,12 +169,14 @@ impl Fingerprinter {
                             .or_insert((0, id.unwrap_or(NO_ID)))
                             .0 += 1;
                     } else {
-                        owned.push(w.to_owned());
+                        let start = owned.len();
+                        owned.push_str(w);
+                        owned_words.push((start, owned.len()));
                     }
                 }
             });
-        for w in &owned {
-            cold_tf.entry(w.as_str()).or_insert((0, NO_ID)).0 += 1;
+        for &(start, end) in &owned_words {
+            cold_tf.entry(&owned[start..end]).or_insert((0, NO_ID)).0 += 1;
         }
         let words: u32 = hot_tf.total + cold_tf.values().map(|&(n, _)| n).sum::<u32>();
         // (word, weight, feature hash) of every distinct content word.

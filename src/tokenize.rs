@@ -177,10 +177,17 @@ impl Tokenizer {
                 // (Runs of ASCII punctuation and spaces between Han runs are common
                 // and have no words: skip the segmenter for them.)
                 unicode_words(run, |word| {
-                    // Only ASCII `A-Z` and non-ASCII characters can be uppercase.
-                    let word = if word.bytes().any(|b| b.is_ascii_uppercase() || b >= 0x80)
-                        && word.chars().any(char::is_uppercase)
-                    {
+                    let word = if word.is_ascii() {
+                        // Only `A-Z` can be uppercase, and lowercase one for one.
+                        if word.bytes().any(|b| b.is_ascii_uppercase()) {
+                            lower.clear();
+                            lower.push_str(word);
+                            lower.make_ascii_lowercase();
+                            lower.as_str()
+                        } else {
+                            word
+                        }
+                    } else if word.chars().any(char::is_uppercase) {
                         lower.clear();
                         lower.extend(word.chars().flat_map(char::to_lowercase));
                         lower.as_str()
