@@ -306,6 +306,32 @@ impl Dictionary {
     pub fn features(&self, word: u32) -> (u64, f64) {
         self.features[word as usize]
     }
+
+    /// The number of words; every word index is below it.
+    pub fn len(&self) -> usize {
+        self.features.len()
+    }
+
+    /// Is the dictionary empty?
+    pub fn is_empty(&self) -> bool {
+        self.features.is_empty()
+    }
+
+    /// The index of `word` if it is a dictionary word.
+    pub fn word_id(&self, word: &str) -> Option<u32> {
+        self.find(word).map(|(_, id)| id)
+    }
+
+    /// The log-probability and index of `word` if it is a dictionary word, by
+    /// a walk of the trie from the root.
+    fn find(&self, word: &str) -> Option<(f64, u32)> {
+        let (mut node, mut next) = (0, self.nodes[0]);
+        for c in word.chars() {
+            let code = self.codes.get(c as usize).copied().unwrap_or(NO_CODE);
+            (node, next) = child(&self.nodes, node, next.base, u32::from(code))?;
+        }
+        (next.class != 0).then(|| (self.log_probs[next.class as usize], next.word))
+    }
 }
 
 /// The child of `node` (whose base is `node_base`) by `code`, and its
@@ -403,16 +429,6 @@ mod tests {
         /// of the trie from the root.
         fn log_prob_of(&self, word: &str) -> Option<f64> {
             self.find(word).map(|(log_prob, _)| log_prob)
-        }
-
-        /// The log-probability and index of `word` if it is a dictionary word.
-        fn find(&self, word: &str) -> Option<(f64, u32)> {
-            let (mut node, mut next) = (0, self.nodes[0]);
-            for c in word.chars() {
-                let code = self.codes.get(c as usize).copied().unwrap_or(NO_CODE);
-                (node, next) = child(&self.nodes, node, next.base, u32::from(code))?;
-            }
-            (next.class != 0).then(|| (self.log_probs[next.class as usize], next.word))
         }
     }
 

@@ -98,16 +98,19 @@ pub struct Fingerprinter {
     /// `idf` and the tokenizer's stop words).
     hot: Arc<HotWords>,
     /// The compile-time dictionary, when it both cuts Han text and holds its
-    /// words' hashes and IDF in `idf` (the built-in table): a word it cut
-    /// needs neither computed.
-    dictionary: Option<&'static Dictionary>,
+    /// words' hashes and IDF in `idf` (the built-in table): a word it cut is
+    /// counted by its index, and needs neither looked up nor hashed.
+    dictionary: Option<DictionaryWords>,
     config: FingerprintConfig,
 }
 
 impl Fingerprinter {
     pub fn new(tokenizer: Tokenizer, idf: Arc<IdfTable>, config: FingerprintConfig) -> Self {
         let hot = Arc::new(HotWords::build(&idf, tokenizer.stop_words(), HOT_WORDS));
-        let dictionary = tokenizer.dictionary().filter(|_| idf.is_builtin());
+        let dictionary = tokenizer
+            .dictionary()
+            .filter(|_| idf.is_builtin())
+            .map(|dictionary| DictionaryWords::new(dictionary, tokenizer.stop_words()));
         Self {
             tokenizer,
             idf,
@@ -142,13 +145,24 @@ impl Fingerprinter {
 
     /// Fingerprint text that has already been through [`normalize`].
     pub fn fingerprint_normalized(&self, text: &str) -> Fingerprint {
-        HOT_COUNTS.with_borrow_mut(|counts| self.fingerprint_with(text, counts))
+        COUNTS.with_borrow_mut(|(hot_tf, dictionary_tf)| {
+            self.fingerprint_with(text, hot_tf, dictionary_tf)
+        })
     }
 
-    fn fingerprint_with(&self, text: &str, hot_tf: &mut HotCounts) -> Fingerprint {
+    fn fingerprint_with(
+        &self,
+        text: &str,
+        hot_tf: &mut SlotCounts,
+        dictionary_tf: &mut SlotCounts,
+    ) -> Fingerprint {
         let hot = &*self.hot;
-        // Term counts: of words in the hot table by slot, of the others by word.
+        // Term counts: of the words the dictionary cut by index (`dictionary`),
+        // of other words in the hot table by slot, of the rest by word.
         hot_tf.reset(hot.slots());
+        dictionary_tf.reset(self.dictionary.as_ref().map_or(0, |d| d.dictionary.len()));
+        // The words counted in `dictionary_tf`, in the order of its `touched`.
+        let mut dictionary_words: Vec<&str> = Vec::new();
         // Counts of the other words, with the dictionary index of a word the
         // dictionary cut ([`NO_ID`] for the others).
         let mut cold_tf: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
@@ -158,10 +172,20 @@ impl Fingerprinter {
         // after (they cannot be borrowed from `text`).
         let mut owned = String::new();
         let mut owned_words: Vec<(usize, usize)> = Vec::new();
-        self.tokenizer
-            .for_each_candidate_id(text, |w, id| match hot.lookup(w) {
+        self.tokenizer.for_each_candidate_id(text, |w, id| {
+            if let (Some(id), Some(d), Some(start)) =
+                (id, &self.dictionary, subslice_offset(text, w))
+            {
+                if !d.is_stop(id) && dictionary_tf.add(id) {
+                    dictionary_words.push(&text[start..start + w.len()]);
+                }
+                return;
+            }
+            match hot.lookup(w) {
                 Lookup::Stop => {}
-                Lookup::Hot(slot) => hot_tf.add(slot),
+                Lookup::Hot(slot) => {
+                    hot_tf.add(slot);
+                }
                 Lookup::Miss => {
                     if let Some(start) = subslice_offset(text, w) {
                         cold_tf
@@ -174,21 +198,31 @@ impl Fingerprinter {
                         owned_words.push((start, owned.len()));
                     }
                 }
-            });
+            }
+        });
         for &(start, end) in &owned_words {
             cold_tf.entry(&owned[start..end]).or_insert((0, NO_ID)).0 += 1;
         }
-        let words: u32 = hot_tf.total + cold_tf.values().map(|&(n, _)| n).sum::<u32>();
+        let words: u32 =
+            dictionary_tf.total + hot_tf.total + cold_tf.values().map(|&(n, _)| n).sum::<u32>();
         // (word, weight, feature hash) of every distinct content word.
         let mut weighted: Vec<(&str, f64, u64)> =
-            Vec::with_capacity(hot_tf.touched.len() + cold_tf.len());
+            Vec::with_capacity(dictionary_tf.touched.len() + hot_tf.touched.len() + cold_tf.len());
+        if let Some(d) = &self.dictionary {
+            weighted.extend(dictionary_tf.touched.iter().zip(&dictionary_words).map(
+                |(&id, &w)| {
+                    let (hash, idf) = d.dictionary.features(id);
+                    (w, f64::from(dictionary_tf.counts[id as usize]) * idf, hash)
+                },
+            ));
+        }
         weighted.extend(hot_tf.touched.iter().map(|&slot| {
             let n = hot_tf.counts[slot as usize];
             (hot.word(slot), f64::from(n) * hot.idf(slot), hot.hash(slot))
         }));
         weighted.extend(cold_tf.into_iter().map(|(w, (n, id))| {
-            let (hash, idf) = match self.dictionary {
-                Some(dictionary) if id != NO_ID => dictionary.features(id),
+            let (hash, idf) = match &self.dictionary {
+                Some(d) if id != NO_ID => d.dictionary.features(id),
                 _ => (hash_bytes(w.as_bytes()), self.idf.get(w)),
             };
             (w, f64::from(n) * idf, hash)
@@ -223,20 +257,48 @@ impl Fingerprinter {
 const NO_ID: u32 = u32::MAX;
 
 thread_local! {
-    /// Per-thread term counts of hot words, kept between articles.
-    static HOT_COUNTS: std::cell::RefCell<HotCounts> = std::cell::RefCell::default();
+    /// Per-thread term counts of hot words and of dictionary words, kept
+    /// between articles.
+    static COUNTS: std::cell::RefCell<(SlotCounts, SlotCounts)> = std::cell::RefCell::default();
 }
 
-/// Term counts indexed by hot-table slot, with the slots touched so far: counting
-/// is an array increment, and clearing touches only what was counted.
+/// The compile-time dictionary and which of its words are stop words.
+#[derive(Debug, Clone)]
+struct DictionaryWords {
+    dictionary: &'static Dictionary,
+    /// Bit `i` is set if word `i` is a stop word.
+    stop: Arc<[u64]>,
+}
+
+impl DictionaryWords {
+    fn new<'a>(dictionary: &'static Dictionary, stop_words: impl Iterator<Item = &'a str>) -> Self {
+        let mut stop = vec![0u64; dictionary.len().div_ceil(64)];
+        for id in stop_words.filter_map(|w| dictionary.word_id(w)) {
+            stop[id as usize / 64] |= 1 << (id % 64);
+        }
+        Self {
+            dictionary,
+            stop: stop.into(),
+        }
+    }
+
+    #[inline]
+    fn is_stop(&self, id: u32) -> bool {
+        self.stop[id as usize / 64] & 1 << (id % 64) != 0
+    }
+}
+
+/// Term counts indexed by slot (of the hot table, or dictionary index), with
+/// the slots touched so far: counting is an array increment, and clearing
+/// touches only what was counted.
 #[derive(Debug, Default)]
-struct HotCounts {
+struct SlotCounts {
     counts: Vec<u32>,
     touched: Vec<u32>,
     total: u32,
 }
 
-impl HotCounts {
+impl SlotCounts {
     /// Zero all counts, for a table of `slots` slots.
     fn reset(&mut self, slots: usize) {
         for &slot in &self.touched {
@@ -249,14 +311,17 @@ impl HotCounts {
         }
     }
 
+    /// Count `slot` once more; whether it is the first time.
     #[inline]
-    fn add(&mut self, slot: u32) {
+    fn add(&mut self, slot: u32) -> bool {
         let count = &mut self.counts[slot as usize];
-        if *count == 0 {
+        let first = *count == 0;
+        if first {
             self.touched.push(slot);
         }
         *count += 1;
         self.total += 1;
+        first
     }
 }
 
