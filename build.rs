@@ -8,18 +8,16 @@
 //!
 //! - `dictionary.bin`: `0 - ln(total frequency)`; the distinct log-probabilities
 //!   `ln(freq) - ln(total frequency)` of the words (the term jieba's route adds),
-//!   with their count in front and a placeholder at index 0; then a
-//!   character-wise double-array trie of the words whose characters are all Han
-//!   (the only words a Han block can contain): the character → code table
-//!   (`u32` per scalar value up to the largest character, `u32::MAX` for none)
-//!   and the nodes, one `u64` each, both with their lengths in front. The trie is
-//!   crawdad's; its nodes are repacked so that one load gives everything the walk
-//!   needs (layout in [`pack_node`]): a word's log-probability is a small table
-//!   away instead of behind a leaf node and a per-word array. Then the index of
-//!   the word each node ends (`u32::MAX`: none), one `u32` per node; the word
-//!   count; and per word, in index order, its feature hash (`hash_bytes` of
-//!   `src/simhash.rs`, SipHash-1-3 under the same keys) and its IDF in `idf.txt`
-//!   (the median if it has none), so that fingerprinting need not look them up.
+//!   with their count in front and a placeholder at index 0 (their index is a
+//!   word's *class*); then a character-wise double-array trie of the words
+//!   whose characters are all Han (the only words a Han block can contain): the
+//!   code of every character of the BMP (`u16`; `NO_CODE`, `NOT_HAN`), and the
+//!   nodes, 16 bytes each (base, check, class, word index: [`repack_node`]); then
+//!   the word count and, per word in index order, its feature hash
+//!   (`hash_bytes` of `src/simhash.rs`, SipHash-1-3 under the same keys) and
+//!   its IDF in `idf.txt` (the median if it has none). The trie is crawdad's,
+//!   laid out so that one cache line holds what a step of the walk reads, and
+//!   `src/dictionary.rs` reads every table in place.
 //! - `idf.bin`: the median IDF, the word count, the IDF of each word in rising
 //!   order (ties by word), the words' end offsets and bytes in that order, then a
 //!   trie mapping a word to its index.
@@ -91,15 +89,10 @@ fn dictionary(text: &str, idf: &HashMap<&str, f64>, median: f64) -> Vec<u8> {
     classes.sort_unstable();
     classes.dedup();
     classes.insert(0, 0);
-    assert!(
-        classes.len() <= 1 << CLASS_BITS,
-        "{} log-probabilities",
-        classes.len()
-    );
-    let class_of: HashMap<u64, u64> = classes
+    let class_of: HashMap<u64, u32> = classes
         .iter()
         .enumerate()
-        .map(|(i, &bits)| (bits, i as u64))
+        .map(|(i, &bits)| (bits, len_u32(i)))
         .collect();
     let mut out = Vec::new();
     out.extend_from_slice(&(0.0 - log_total).to_le_bytes());
@@ -116,14 +109,26 @@ fn dictionary(text: &str, idf: &HashMap<&str, f64>, median: f64) -> Vec<u8> {
         rest = tail;
         u32::from_le_bytes(head.try_into().expect("four bytes"))
     };
-    let codes = take();
-    out.extend_from_slice(&codes.to_le_bytes());
-    for _ in 0..codes {
-        // Code 0 is crawdad's end marker (U+FFFF), never a word's character.
-        let code = take();
-        assert!(code == u32::MAX || code < 1 << 14, "code {code}");
-        out.extend_from_slice(&if code == 0 { u32::MAX } else { code }.to_le_bytes());
+    let codes: Vec<u32> = (0..take()).map(|_| take()).collect();
+    // Every character of the Basic Multilingual Plane: its code, `NO_CODE` for
+    // a Han character no word has, `NOT_HAN` for a character that is not Han to
+    // jieba. (Code 0 is crawdad's end marker, U+FFFF, never a word's character.)
+    out.extend_from_slice(&0x10000u32.to_le_bytes());
+    for c in 0..0x10000u32 {
+        let code = match (char::from_u32(c), codes.get(c as usize).copied()) {
+            (Some(ch), _) if !is_jieba_han(ch) => NOT_HAN,
+            (Some(_), Some(code)) if code != 0 && code != u32::MAX => {
+                assert!(code < 1 << 14, "code {code}");
+                code as u16
+            }
+            _ => NO_CODE,
+        };
+        out.extend_from_slice(&code.to_le_bytes());
     }
+    assert!(
+        codes.len() <= 0x10000,
+        "no word has a character beyond the BMP"
+    );
     let _alphabet = take();
     let count = take() as usize;
     let raw: Vec<[u32; 2]> = (0..count).map(|_| [take(), take()]).collect();
@@ -133,18 +138,15 @@ fn dictionary(text: &str, idf: &HashMap<&str, f64>, median: f64) -> Vec<u8> {
         rest.len()
     );
     out.extend_from_slice(&len_u32(count).to_le_bytes());
-    let mut node_words = Vec::with_capacity(count);
     for (i, &[base, check]) in raw.iter().enumerate() {
         let mut word = u32::MAX;
-        let node = pack_node(&raw, i, base, check, |value| {
+        let node = repack_node(&raw, i, base, check, |value| {
             word = value;
             class_of[&log_prob(words[value as usize].1).to_bits()]
         });
-        node_words.push(word);
-        out.extend_from_slice(&node.to_le_bytes());
-    }
-    for word in node_words {
-        out.extend_from_slice(&word.to_le_bytes());
+        for field in node.into_iter().chain([word]) {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
     }
     // Each word's feature hash and built-in IDF (the median if the table lacks it).
     out.extend_from_slice(&len_u32(words.len()).to_le_bytes());
@@ -165,39 +167,39 @@ fn dictionary(text: &str, idf: &HashMap<&str, f64>, median: f64) -> Vec<u8> {
 const CRAWDAD_FLAG: u32 = 0x8000_0000;
 /// crawdad's check of the root and of unused nodes.
 const CRAWDAD_NONE: u32 = 0x7FFF_FFFF;
-/// Bits of a packed node's base and check fields.
-const INDEX_BITS: u32 = 21;
-/// Bits of a packed node's log-probability class.
-const CLASS_BITS: u32 = 13;
-/// A packed base or check that is no node: a base from which every child index
-/// (base xor a code below 2^14) is beyond the nodes, a check no node has.
-const NO_INDEX: u64 = (1 << INDEX_BITS) - 1;
+/// A base or check that is no node: a base from which every child index (base
+/// xor a code below 2^14) is beyond the nodes, a check no node has.
+const NO_INDEX: u32 = (1 << 21) - 1;
+/// The code of a Han character no word has (no node has a child by it).
+const NO_CODE: u16 = u16::MAX;
+/// The code of a character that is not Han to jieba.
+const NOT_HAN: u16 = u16::MAX - 1;
 
-/// Node `i` of crawdad's trie `raw` (`base`, `check`) packed in a `u64`: bits
-/// 0–20 the base (its children are at `base ^ code`; [`NO_INDEX`] if it has
-/// none), bits 21–41 the check (its parent; [`NO_INDEX`] for the root, unused
-/// nodes and crawdad's end-marker leaves, which no character leads to), bits
-/// 42–54 the class of the word it ends (`class` of the word's value; 0: it ends
-/// none).
-fn pack_node(
+/// Node `i` of crawdad's trie `raw` (`base`, `check`) as the segmenter reads
+/// it: its base (its children are at `base ^ code`; [`NO_INDEX`] if it has
+/// none), its check (its parent; [`NO_INDEX`] for the root, unused nodes and
+/// crawdad's end-marker leaves, which no character leads to) and the class of
+/// the word it ends (`class` of the word's value; 0: it ends none). A word's
+/// end is its node, without crawdad's leaf node after it.
+fn repack_node(
     raw: &[[u32; 2]],
     i: usize,
     base: u32,
     check: u32,
-    mut class: impl FnMut(u32) -> u64,
-) -> u64 {
+    mut class: impl FnMut(u32) -> u32,
+) -> [u32; 3] {
     assert!(
-        (raw.len() as u64) < NO_INDEX - (1 << 14),
+        raw.len() < (NO_INDEX - (1 << 14)) as usize,
         "{} nodes",
         raw.len()
     );
     if i == 0 {
         // The root: no parent, no word.
-        assert!(u64::from(base) < NO_INDEX, "the root's base");
-        return u64::from(base) | NO_INDEX << INDEX_BITS;
+        assert!(base < NO_INDEX, "the root's base");
+        return [base, NO_INDEX, 0];
     }
     if check == CRAWDAD_NONE {
-        return NO_INDEX | NO_INDEX << INDEX_BITS;
+        return [NO_INDEX, NO_INDEX, 0];
     }
     let parent = check & !CRAWDAD_FLAG;
     let [parent_base, parent_check] = raw[parent as usize];
@@ -206,9 +208,9 @@ fn pack_node(
         && parent_base == i as u32
     {
         // The end-marker leaf of a node that ends a word: folded into it.
-        return NO_INDEX | NO_INDEX << INDEX_BITS;
+        return [NO_INDEX, NO_INDEX, 0];
     }
-    let (packed_base, word_class) = if base & CRAWDAD_FLAG != 0 {
+    let (base, word_class) = if base & CRAWDAD_FLAG != 0 {
         (NO_INDEX, class(base & !CRAWDAD_FLAG))
     } else if check & CRAWDAD_FLAG != 0 {
         let [leaf_base, _] = raw[base as usize];
@@ -216,14 +218,12 @@ fn pack_node(
             leaf_base & CRAWDAD_FLAG != 0,
             "node {i}: its end marker is a leaf"
         );
-        (u64::from(base), class(leaf_base & !CRAWDAD_FLAG))
+        (base, class(leaf_base & !CRAWDAD_FLAG))
     } else {
-        (u64::from(base), 0)
+        (base, 0)
     };
-    assert!(u64::from(base) < NO_INDEX || packed_base == NO_INDEX);
-    assert!(u64::from(parent) < NO_INDEX);
-    assert!(word_class < 1 << CLASS_BITS);
-    packed_base | u64::from(parent) << INDEX_BITS | word_class << (2 * INDEX_BITS)
+    assert!(base <= NO_INDEX && parent < NO_INDEX);
+    [base, parent, word_class]
 }
 
 /// jieba's IDF table as jieba-rs reads it: a later line wins for its word; the

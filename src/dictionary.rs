@@ -13,45 +13,58 @@
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
+use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
+
 #[path = "jieba/han.rs"]
 mod han;
 pub use han::is_jieba_han;
 
 /// The dictionary: a double-array trie of the Han words, each word-ending node
-/// carrying its word's log-probability class.
+/// carrying its word's log-probability class, and each word's features. The
+/// large tables are read in place from the binary (`build.rs` lays them out).
 pub struct Dictionary {
     /// Trie code of each character of the Basic Multilingual Plane, indexed by
     /// scalar value: [`NOT_HAN`] for a character that is not Han to jieba,
     /// [`NO_CODE`] for a Han character no word has. (No word has a character
     /// beyond it.)
-    codes: Vec<u16>,
+    codes: &'static [U16],
     /// The trie's nodes: the child of node `n` by code `c` is node
     /// `base(n) ^ c` if its check is `n`; a node's class, if not 0, says it
     /// ends a word and indexes that word's log-probability. 16 bytes each, so
     /// that one cache line holds all a step of the walk reads.
-    nodes: Vec<Node>,
+    nodes: &'static [Node],
     /// `ln(freq / total)` of the words, by class (index 0 unused).
     log_probs: Vec<f64>,
-    /// Each word's feature hash ([`crate::simhash::hash_bytes`]) and IDF in the
-    /// built-in table ([`crate::idf::IdfTable::builtin`]), by index.
-    features: Vec<(u64, f64)>,
+    /// Each word's feature hash and built-in IDF, by index.
+    features: &'static [Features],
     /// `ln(1 / total)`: a character no word starts with stands alone with
     /// frequency 1.
     lone_log_prob: f64,
 }
 
-/// A trie node, as `build.rs` packed it (`pack_node`) and unpacked.
-#[derive(Clone, Copy)]
+/// A trie node, as `build.rs` laid it out (`repack_node`).
+#[derive(Clone, Copy, FromBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
 struct Node {
     /// Its children are at `base ^ code` (none: [`NO_INDEX`], from which
     /// every child index is beyond the nodes).
-    base: u32,
+    base: U32,
     /// Its parent ([`NO_INDEX`] for the root and unused nodes).
-    check: u32,
+    check: U32,
     /// The log-probability class of the word it ends (0: none).
-    class: u32,
+    class: U32,
     /// The index of the word it ends (`u32::MAX`: none).
-    word: u32,
+    word: U32,
+}
+
+/// A word's feature hash ([`crate::simhash::hash_bytes`]) and the bits of its
+/// IDF in the built-in table ([`crate::idf::IdfTable::builtin`]).
+#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct Features {
+    hash: U64,
+    idf: U64,
 }
 
 /// The code of a Han character no dictionary word contains. Codes are below
@@ -60,26 +73,11 @@ struct Node {
 const NO_CODE: u16 = u16::MAX;
 /// The code of a character that is not Han to jieba ([`is_jieba_han`]).
 const NOT_HAN: u16 = u16::MAX - 1;
-/// Bits of a packed node's base and check: from a base of all ones, every child
-/// index is beyond the nodes; no node's index is all ones.
-const INDEX_BITS: u32 = 21;
-const NO_INDEX: u32 = (1 << INDEX_BITS) - 1;
-
-impl Node {
-    fn unpack(packed: u64, word: u32) -> Node {
-        Node {
-            base: packed as u32 & NO_INDEX,
-            check: (packed >> INDEX_BITS) as u32 & NO_INDEX,
-            class: (packed >> (2 * INDEX_BITS)) as u32,
-            word,
-        }
-    }
-}
 
 impl std::fmt::Debug for Dictionary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dictionary")
-            .field("log_probs", &self.log_probs.len())
+            .field("words", &self.features.len())
             .field("nodes", &self.nodes.len())
             .finish()
     }
@@ -89,7 +87,7 @@ impl std::fmt::Debug for Dictionary {
 static DICTIONARY_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dictionary.bin"));
 
 impl Dictionary {
-    /// The embedded dictionary, unpacked once per process (a few milliseconds).
+    /// The embedded dictionary, read once per process.
     pub fn builtin() -> &'static Dictionary {
         static DICTIONARY: OnceLock<Dictionary> = OnceLock::new();
         DICTIONARY.get_or_init(|| {
@@ -97,38 +95,20 @@ impl Dictionary {
             let (classes, rest) = take_u32(rest);
             let (log_probs, rest) = rest.split_at(classes as usize * 8);
             let (codes, rest) = take_u32(rest);
-            let (codes, rest) = rest.split_at(codes as usize * 4);
+            let (codes, rest) = rest.split_at(codes as usize * 2);
             let (nodes, rest) = take_u32(rest);
-            let (nodes, rest) = rest.split_at(nodes as usize * 8);
-            let (node_words, rest) = rest.split_at(nodes.len() / 2);
+            let (nodes, rest) = rest.split_at(nodes as usize * size_of::<Node>());
             let (words, rest) = take_u32(rest);
-            let features = &rest[..words as usize * 16];
-            let u64s = |b: &[u8]| -> Vec<u64> {
-                b.chunks_exact(8)
-                    .map(|x| u64::from_le_bytes(x.try_into().unwrap_or_default()))
-                    .collect()
-            };
-            let codes = u32s(codes);
+            let features = &rest[..words as usize * size_of::<Features>()];
             Dictionary {
-                codes: (0..=0xFFFF)
-                    .map(
-                        |c| match (char::from_u32(c), codes.get(c as usize).copied()) {
-                            (Some(ch), _) if !is_jieba_han(ch) => NOT_HAN,
-                            (Some(_), Some(code)) if code < u32::from(NOT_HAN) => code as u16,
-                            _ => NO_CODE,
-                        },
-                    )
+                codes: <[U16]>::ref_from_bytes(codes).expect("build.rs wrote u16 codes"),
+                nodes: <[Node]>::ref_from_bytes(nodes).expect("build.rs wrote whole nodes"),
+                log_probs: log_probs
+                    .chunks_exact(8)
+                    .map(|x| f64::from_le_bytes(x.try_into().unwrap_or_default()))
                     .collect(),
-                nodes: u64s(nodes)
-                    .into_iter()
-                    .zip(u32s(node_words))
-                    .map(|(packed, word)| Node::unpack(packed, word))
-                    .collect(),
-                log_probs: u64s(log_probs).into_iter().map(f64::from_bits).collect(),
-                features: features
-                    .chunks_exact(16)
-                    .map(|x| (take_u64(x), f64::from_bits(take_u64(&x[8..]))))
-                    .collect(),
+                features: <[Features]>::ref_from_bytes(features)
+                    .expect("build.rs wrote whole features"),
                 lone_log_prob,
             }
         })
@@ -189,11 +169,11 @@ impl Dictionary {
             let c = usize::from(b & 0x0F) << 12
                 | usize::from(bytes[i + 1] & 0x3F) << 6
                 | usize::from(bytes[i + 2] & 0x3F);
-            (self.codes[c], 3)
+            (self.codes[c].get(), 3)
         } else {
             let c = text[i..].chars().next().unwrap_or_default();
             let code = match self.codes.get(c as usize) {
-                Some(&code) => code,
+                Some(code) => code.get(),
                 None if is_jieba_han(c) => NO_CODE,
                 None => NOT_HAN,
             };
@@ -246,8 +226,8 @@ impl Dictionary {
         // wins.
         route.clear();
         route.resize(n + 1, Step::default());
-        let nodes = &self.nodes[..];
-        let root_base = nodes[0].base;
+        let nodes = self.nodes;
+        let root_base = nodes[0].base.get();
         for i in (0..n).rev() {
             // The words starting here, shortest first; the character alone
             // (frequency 1) if there are none. Any word beats no word: every
@@ -265,16 +245,17 @@ impl Dictionary {
                 let Some((child, next)) = child(nodes, node, node_base, code) else {
                     break;
                 };
-                (node, node_base) = (child, next.base);
-                if next.class == 0 {
+                (node, node_base) = (child, next.base.get());
+                let class = next.class.get();
+                if class == 0 {
                     continue;
                 }
-                let prob = self.log_probs[next.class as usize] + route[end].prob;
+                let prob = self.log_probs[class as usize] + route[end].prob;
                 if prob >= best.prob {
                     best = Step {
                         prob,
                         end: end as u32,
-                        word: next.word,
+                        word: next.word.get(),
                     };
                 }
             }
@@ -304,7 +285,8 @@ impl Dictionary {
     /// [`Dictionary::for_each_word_id`]).
     #[inline]
     pub fn features(&self, word: u32) -> (u64, f64) {
-        self.features[word as usize]
+        let features = &self.features[word as usize];
+        (features.hash.get(), f64::from_bits(features.idf.get()))
     }
 
     /// The number of words; every word index is below it.
@@ -327,10 +309,14 @@ impl Dictionary {
     fn find(&self, word: &str) -> Option<(f64, u32)> {
         let (mut node, mut next) = (0, self.nodes[0]);
         for c in word.chars() {
-            let code = self.codes.get(c as usize).copied().unwrap_or(NO_CODE);
-            (node, next) = child(&self.nodes, node, next.base, u32::from(code))?;
+            let code = self
+                .codes
+                .get(c as usize)
+                .map_or(NO_CODE, |code| code.get());
+            (node, next) = child(self.nodes, node, next.base.get(), u32::from(code))?;
         }
-        (next.class != 0).then(|| (self.log_probs[next.class as usize], next.word))
+        let class = next.class.get() as usize;
+        (class != 0).then(|| (self.log_probs[class], next.word.get()))
     }
 }
 
@@ -340,7 +326,7 @@ impl Dictionary {
 fn child(nodes: &[Node], node: u32, node_base: u32, code: u32) -> Option<(u32, Node)> {
     let child = node_base ^ code;
     let &next = nodes.get(child as usize)?;
-    (next.check == node).then_some((child, next))
+    (next.check.get() == node).then_some((child, next))
 }
 
 /// Per-thread buffers of the segmentation, kept between blocks.
@@ -377,18 +363,6 @@ pub(crate) fn take_f64(b: &[u8]) -> (f64, &[u8]) {
         f64::from_le_bytes(head.try_into().unwrap_or_default()),
         rest,
     )
-}
-
-/// The little-endian `u64` at the front of `b`.
-fn take_u64(b: &[u8]) -> u64 {
-    u64::from_le_bytes(b[..8].try_into().unwrap_or_default())
-}
-
-/// Little-endian `u32`s.
-fn u32s(b: &[u8]) -> Vec<u32> {
-    b.chunks_exact(4)
-        .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-        .collect()
 }
 
 /// Split a little-endian `u32` off the front of `b`.
