@@ -28,7 +28,7 @@ pub struct Dictionary {
     /// scalar value: [`NOT_HAN`] for a character that is not Han to jieba,
     /// [`NO_CODE`] for a Han character no word has. (No word has a character
     /// beyond it.)
-    codes: &'static [U16],
+    codes: &'static [U16; 0x10000],
     /// The trie's nodes: the child of node `n` by code `c` is node
     /// `base(n) ^ c` if its check is `n`; a node's class, if not 0, says it
     /// ends a word and indexes that word's log-probability. 16 bytes each, so
@@ -101,7 +101,8 @@ impl Dictionary {
             let (words, rest) = take_u32(rest);
             let features = &rest[..words as usize * size_of::<Features>()];
             Dictionary {
-                codes: <[U16]>::ref_from_bytes(codes).expect("build.rs wrote u16 codes"),
+                codes: <[U16; 0x10000]>::ref_from_bytes(codes)
+                    .expect("build.rs wrote a u16 code per BMP character"),
                 nodes: <[Node]>::ref_from_bytes(nodes).expect("build.rs wrote whole nodes"),
                 log_probs: log_probs
                     .chunks_exact(8)
