@@ -163,9 +163,7 @@ impl Fingerprinter {
         dictionary_tf.reset(self.dictionary.as_ref().map_or(0, |d| d.dictionary.len()));
         // The words counted in `dictionary_tf`, in the order of its `touched`.
         let mut dictionary_words: Vec<&str> = Vec::new();
-        // Counts of the other words, with the dictionary index of a word the
-        // dictionary cut ([`NO_ID`] for the others).
-        let mut cold_tf: FxHashMap<&str, (u32, u32)> = FxHashMap::default();
+        let mut cold_tf: FxHashMap<&str, u32> = FxHashMap::default();
         cold_tf.reserve(text.len() / 32);
         // Words borrowed from `text` are counted directly; lowercased ones are
         // copied to `owned` first (their ranges in `owned_words`) and counted
@@ -188,10 +186,7 @@ impl Fingerprinter {
                 }
                 Lookup::Miss => {
                     if let Some(start) = subslice_offset(text, w) {
-                        cold_tf
-                            .entry(&text[start..start + w.len()])
-                            .or_insert((0, id.unwrap_or(NO_ID)))
-                            .0 += 1;
+                        *cold_tf.entry(&text[start..start + w.len()]).or_insert(0) += 1;
                     } else {
                         let start = owned.len();
                         owned.push_str(w);
@@ -201,10 +196,9 @@ impl Fingerprinter {
             }
         });
         for &(start, end) in &owned_words {
-            cold_tf.entry(&owned[start..end]).or_insert((0, NO_ID)).0 += 1;
+            *cold_tf.entry(&owned[start..end]).or_insert(0) += 1;
         }
-        let words: u32 =
-            dictionary_tf.total + hot_tf.total + cold_tf.values().map(|&(n, _)| n).sum::<u32>();
+        let words: u32 = dictionary_tf.total + hot_tf.total + cold_tf.values().sum::<u32>();
         // (word, weight, feature hash) of every distinct content word.
         let mut weighted: Vec<(&str, f64, u64)> =
             Vec::with_capacity(dictionary_tf.touched.len() + hot_tf.touched.len() + cold_tf.len());
@@ -220,13 +214,11 @@ impl Fingerprinter {
             let n = hot_tf.counts[slot as usize];
             (hot.word(slot), f64::from(n) * hot.idf(slot), hot.hash(slot))
         }));
-        weighted.extend(cold_tf.into_iter().map(|(w, (n, id))| {
-            let (hash, idf) = match &self.dictionary {
-                Some(d) if id != NO_ID => d.dictionary.features(id),
-                _ => (hash_bytes(w.as_bytes()), self.idf.get(w)),
-            };
-            (w, f64::from(n) * idf, hash)
-        }));
+        weighted.extend(
+            cold_tf
+                .into_iter()
+                .map(|(w, n)| (w, f64::from(n) * self.idf.get(w), hash_bytes(w.as_bytes()))),
+        );
         if self.config.top_words > 0 && weighted.len() > self.config.top_words {
             // Highest weight first; ties by word so the cut is deterministic.
             weighted.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
@@ -252,9 +244,6 @@ impl Fingerprinter {
         }
     }
 }
-
-/// The dictionary index of a word the dictionary did not cut.
-const NO_ID: u32 = u32::MAX;
 
 thread_local! {
     /// Per-thread term counts of hot words and of dictionary words, kept
