@@ -47,10 +47,10 @@ pub struct Dictionary {
 #[derive(Clone, Copy, FromBytes, KnownLayout, Immutable, Unaligned)]
 #[repr(C)]
 struct Node {
-    /// Its children are at `base ^ code` (none: [`NO_INDEX`], from which
-    /// every child index is beyond the nodes).
+    /// Its children are at `base ^ code` (a node without children has a base
+    /// from which every child index is beyond the nodes).
     base: U32,
-    /// Its parent ([`NO_INDEX`] for the root and unused nodes).
+    /// Its parent (for the root and unused nodes, an index no node has).
     check: U32,
     /// The log-probability class of the word it ends (0: none).
     class: U32,
