@@ -6,14 +6,18 @@
 //! that ship with jieba and jieba-rs (MIT). Outputs in `OUT_DIR`, embedded by
 //! `src/dictionary.rs` and `src/idf.rs` with `include_bytes!`:
 //!
-//! - `dictionary.bin`: `0 - ln(total frequency)`, the word count, `ln(freq) -
-//!   ln(total frequency)` of each word (its log-probability, the term jieba's
-//!   route adds), then a character-wise double-array trie of the words whose
-//!   characters are all Han (the only words a Han block can contain), mapping a
-//!   word to its index: the character → code table (`u32` per scalar value up
-//!   to the largest character, `u32::MAX` for none) and the nodes (`base`,
-//!   `check`), both with their lengths in front. The trie is crawdad's, its
-//!   arrays written out plain so that `src/dictionary.rs` walks them itself.
+//! - `dictionary.bin`: `0 - ln(total frequency)`; the distinct log-probabilities
+//!   `ln(freq) - ln(total frequency)` of the words (the term jieba's route adds),
+//!   with their count in front and a placeholder at index 0 (their index is a
+//!   word's *class*); then a character-wise double-array trie of the words
+//!   whose characters are all Han (the only words a Han block can contain): the
+//!   code of every character of the BMP (`u16`; `NO_CODE`, `NOT_HAN`), and the
+//!   nodes, 16 bytes each (base, check, class, word index: [`repack_node`]); then
+//!   the word count and, per word in index order, its feature hash
+//!   (`hash_bytes` of `src/simhash.rs`, SipHash-1-3 under the same keys) and
+//!   its IDF in `idf.txt` (the median if it has none). The trie is crawdad's,
+//!   laid out so that one cache line holds what a step of the walk reads, and
+//!   `src/dictionary.rs` reads every table in place.
 //! - `idf.bin`: the median IDF, the word count, the IDF of each word in rising
 //!   order (ties by word), the words' end offsets and bytes in that order, then a
 //!   trie mapping a word to its index.
@@ -38,13 +42,14 @@ fn main() {
     println!("cargo:rerun-if-changed=src/jieba/han.rs");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     let out = Path::new(&out);
+    let idf_text = unpack("src/jieba/idf.txt.zst");
+    let (idf_map, median) = read_idf(&idf_text);
     std::fs::write(
         out.join("dictionary.bin"),
-        dictionary(&unpack("src/jieba/dict.txt.zst")),
+        dictionary(&unpack("src/jieba/dict.txt.zst"), &idf_map, median),
     )
     .expect("write dictionary.bin");
-    std::fs::write(out.join("idf.bin"), idf(&unpack("src/jieba/idf.txt.zst")))
-        .expect("write idf.bin");
+    std::fs::write(out.join("idf.bin"), idf(idf_map, median)).expect("write idf.bin");
 }
 
 fn unpack(path: &str) -> String {
@@ -57,7 +62,7 @@ fn unpack(path: &str) -> String {
     text
 }
 
-fn dictionary(text: &str) -> Vec<u8> {
+fn dictionary(text: &str, idf: &HashMap<&str, f64>, median: f64) -> Vec<u8> {
     // jieba-rs: one record per line, the total sums every line, a word repeated
     // later takes the later frequency.
     let mut total: usize = 0;
@@ -78,15 +83,25 @@ fn dictionary(text: &str) -> Vec<u8> {
         .collect();
     words.sort_unstable();
     let log_total = (total as f64).ln();
+    let log_prob = |f: usize| (f as f64).ln() - log_total;
+    // Distinct log-probabilities, by bits; index 0 is "no word".
+    let mut classes: Vec<u64> = words.iter().map(|&(_, f)| log_prob(f).to_bits()).collect();
+    classes.sort_unstable();
+    classes.dedup();
+    classes.insert(0, 0);
+    let class_of: HashMap<u64, u32> = classes
+        .iter()
+        .enumerate()
+        .map(|(i, &bits)| (bits, len_u32(i)))
+        .collect();
     let mut out = Vec::new();
     out.extend_from_slice(&(0.0 - log_total).to_le_bytes());
-    out.extend_from_slice(&len_u32(words.len()).to_le_bytes());
-    for &(_, f) in &words {
-        out.extend_from_slice(&((f as f64).ln() - log_total).to_le_bytes());
+    out.extend_from_slice(&len_u32(classes.len()).to_le_bytes());
+    for &bits in &classes {
+        out.extend_from_slice(&bits.to_le_bytes());
     }
     // crawdad's serialized form: the code table's length and codes, the alphabet
-    // size, the node count and the nodes (`base`, `check`), all `u32`. Written
-    // out without the alphabet size.
+    // size, the node count and the nodes (`base`, `check`), all `u32`.
     let trie = trie(words.iter().map(|&(w, _)| w));
     let mut rest = trie.as_slice();
     let mut take = || {
@@ -94,28 +109,126 @@ fn dictionary(text: &str) -> Vec<u8> {
         rest = tail;
         u32::from_le_bytes(head.try_into().expect("four bytes"))
     };
-    let codes = take();
-    out.extend_from_slice(&codes.to_le_bytes());
-    for _ in 0..codes {
-        out.extend_from_slice(&take().to_le_bytes());
+    let codes: Vec<u32> = (0..take()).map(|_| take()).collect();
+    // Every character of the Basic Multilingual Plane: its code, `NO_CODE` for
+    // a Han character no word has, `NOT_HAN` for a character that is not Han to
+    // jieba. (Code 0 is crawdad's end marker, U+FFFF, never a word's character.)
+    out.extend_from_slice(&0x10000u32.to_le_bytes());
+    for c in 0..0x10000u32 {
+        let code = match (char::from_u32(c), codes.get(c as usize).copied()) {
+            (Some(ch), _) if !is_jieba_han(ch) => NOT_HAN,
+            (Some(_), Some(code)) if code != 0 && code != u32::MAX => {
+                assert!(code < 1 << 14, "code {code}");
+                code as u16
+            }
+            _ => NO_CODE,
+        };
+        out.extend_from_slice(&code.to_le_bytes());
     }
+    assert!(
+        codes.len() <= 0x10000,
+        "no word has a character beyond the BMP"
+    );
     let _alphabet = take();
-    let nodes = take();
-    out.extend_from_slice(&nodes.to_le_bytes());
-    for _ in 0..2 * nodes {
-        out.extend_from_slice(&take().to_le_bytes());
-    }
+    let count = take() as usize;
+    let raw: Vec<[u32; 2]> = (0..count).map(|_| [take(), take()]).collect();
     assert!(
         rest.is_empty(),
         "crawdad's trie layout: {} bytes left",
         rest.len()
     );
+    out.extend_from_slice(&len_u32(count).to_le_bytes());
+    for (i, &[base, check]) in raw.iter().enumerate() {
+        let mut word = u32::MAX;
+        let node = repack_node(&raw, i, base, check, |value| {
+            word = value;
+            class_of[&log_prob(words[value as usize].1).to_bits()]
+        });
+        for field in node.into_iter().chain([word]) {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
+    }
+    // Each word's feature hash and built-in IDF (the median if the table lacks it).
+    out.extend_from_slice(&len_u32(words.len()).to_le_bytes());
+    for &(w, _) in &words {
+        let hash = siphasher::sip::SipHasher13::new_with_keys(
+            u64::from_le_bytes(*b"simdedup"),
+            u64::from_le_bytes(*b"fprintv1"),
+        )
+        .hash(w.as_bytes());
+        out.extend_from_slice(&hash.to_le_bytes());
+        out.extend_from_slice(&idf.get(w).copied().unwrap_or(median).to_le_bytes());
+    }
     out
 }
 
-fn idf(text: &str) -> Vec<u8> {
-    // jieba-rs: a later line wins for its word; the median (the lower one) is over
-    // every line read.
+/// crawdad's flag bit of a node's base (a leaf: the base is the word's value)
+/// and check (the node ends a word: its leaf is its child by code 0).
+const CRAWDAD_FLAG: u32 = 0x8000_0000;
+/// crawdad's check of the root and of unused nodes.
+const CRAWDAD_NONE: u32 = 0x7FFF_FFFF;
+/// A base or check that is no node: a base from which every child index (base
+/// xor a code below 2^14) is beyond the nodes, a check no node has.
+const NO_INDEX: u32 = (1 << 21) - 1;
+/// The code of a Han character no word has (no node has a child by it).
+const NO_CODE: u16 = u16::MAX;
+/// The code of a character that is not Han to jieba.
+const NOT_HAN: u16 = u16::MAX - 1;
+
+/// Node `i` of crawdad's trie `raw` (`base`, `check`) as the segmenter reads
+/// it: its base (its children are at `base ^ code`; [`NO_INDEX`] if it has
+/// none), its check (its parent; [`NO_INDEX`] for the root, unused nodes and
+/// crawdad's end-marker leaves, which no character leads to) and the class of
+/// the word it ends (`class` of the word's value; 0: it ends none). A word's
+/// end is its node, without crawdad's leaf node after it.
+fn repack_node(
+    raw: &[[u32; 2]],
+    i: usize,
+    base: u32,
+    check: u32,
+    mut class: impl FnMut(u32) -> u32,
+) -> [u32; 3] {
+    assert!(
+        raw.len() < (NO_INDEX - (1 << 14)) as usize,
+        "{} nodes",
+        raw.len()
+    );
+    if i == 0 {
+        // The root: no parent, no word.
+        assert!(base < NO_INDEX, "the root's base");
+        return [base, NO_INDEX, 0];
+    }
+    if check == CRAWDAD_NONE {
+        return [NO_INDEX, NO_INDEX, 0];
+    }
+    let parent = check & !CRAWDAD_FLAG;
+    let [parent_base, parent_check] = raw[parent as usize];
+    if parent_check & CRAWDAD_FLAG != 0
+        && parent_base & CRAWDAD_FLAG == 0
+        && parent_base == i as u32
+    {
+        // The end-marker leaf of a node that ends a word: folded into it.
+        return [NO_INDEX, NO_INDEX, 0];
+    }
+    let (base, word_class) = if base & CRAWDAD_FLAG != 0 {
+        (NO_INDEX, class(base & !CRAWDAD_FLAG))
+    } else if check & CRAWDAD_FLAG != 0 {
+        let [leaf_base, _] = raw[base as usize];
+        assert!(
+            leaf_base & CRAWDAD_FLAG != 0,
+            "node {i}: its end marker is a leaf"
+        );
+        (base, class(leaf_base & !CRAWDAD_FLAG))
+    } else {
+        (base, 0)
+    };
+    assert!(base <= NO_INDEX && parent < NO_INDEX);
+    [base, parent, word_class]
+}
+
+/// jieba's IDF table as jieba-rs reads it: a later line wins for its word; the
+/// median (the lower one) is over every line read.
+fn read_idf(text: &str) -> (HashMap<&str, f64>, f64) {
     let mut all = Vec::new();
     let mut idf: HashMap<&str, f64> = HashMap::new();
     for line in text.lines() {
@@ -126,7 +239,10 @@ fn idf(text: &str) -> Vec<u8> {
         }
     }
     all.sort_by(f64::total_cmp);
-    let median = all[(all.len() - 1) / 2];
+    (idf, all[(all.len() - 1) / 2])
+}
+
+fn idf(idf: HashMap<&str, f64>, median: f64) -> Vec<u8> {
     let mut rows: Vec<(&str, f64)> = idf.into_iter().collect();
     rows.sort_unstable_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(b.0)));
     let mut out = Vec::new();

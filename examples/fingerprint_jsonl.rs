@@ -28,7 +28,7 @@ fn main() -> anyhow::Result<()> {
                 let f = fp.fingerprint(&a.text);
                 serde_json::json!({
                     "id": a.id, "simhash": to_hex(f.simhash), "content": to_hex(f.content),
-                    "signatures": f.signatures.iter().map(|s| format!("{s:08x}")).collect::<Vec<_>>(), "words": f.words,
+                    "signatures": f.signatures.iter().map(|s| format!("{s:08x}")).collect::<Vec<_>>(), "words": f.words, "numbers": f.numbers,
                     "chars": a.text.chars().count(),
                 })
                 .to_string()

@@ -13,38 +13,71 @@
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
+use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
+
 #[path = "jieba/han.rs"]
 mod han;
 pub use han::is_jieba_han;
 
-/// The dictionary: a double-array trie from Han word to index, and each word's
-/// log-probability.
+/// The dictionary: a double-array trie of the Han words, each word-ending node
+/// carrying its word's log-probability class, and each word's features. The
+/// large tables are read in place from the binary (`build.rs` lays them out).
 pub struct Dictionary {
-    /// Trie code of each character, indexed by scalar value ([`NO_CODE`]: no
-    /// word has the character).
-    codes: Vec<u32>,
-    /// The trie's nodes, `[base, check]`, laid out as crawdad lays them: the
-    /// child of node `n` by code `c` is `base(n) ^ c` if its `check` is `n`. A
-    /// node whose base has [`FLAG`] set is a leaf: its base is a word's index.
-    /// A node whose check has it set ends a word too: the word's leaf is its
-    /// child by code 0.
-    nodes: Vec<[u32; 2]>,
-    /// `ln(freq / total)` of each word, by index.
+    /// Trie code of each character of the Basic Multilingual Plane, indexed by
+    /// scalar value: [`NOT_HAN`] for a character that is not Han to jieba,
+    /// [`NO_CODE`] for a Han character no word has. (No word has a character
+    /// beyond it.)
+    codes: &'static [U16; 0x10000],
+    /// The trie's nodes: the child of node `n` by code `c` is node
+    /// `base(n) ^ c` if its check is `n`; a node's class, if not 0, says it
+    /// ends a word and indexes that word's log-probability. 16 bytes each, so
+    /// that one cache line holds all a step of the walk reads.
+    nodes: &'static [Node],
+    /// `ln(freq / total)` of the words, by class (index 0 unused).
     log_probs: Vec<f64>,
+    /// Each word's feature hash and built-in IDF, by index.
+    features: &'static [Features],
     /// `ln(1 / total)`: a character no word starts with stands alone with
     /// frequency 1.
     lone_log_prob: f64,
 }
 
-/// The code of a character no dictionary word contains.
-const NO_CODE: u32 = u32::MAX;
-/// The flag bit of a node's base (a leaf) and check (has a leaf).
-const FLAG: u32 = 0x8000_0000;
+/// A trie node, as `build.rs` laid it out (`repack_node`).
+#[derive(Clone, Copy, FromBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct Node {
+    /// Its children are at `base ^ code` (a node without children has a base
+    /// from which every child index is beyond the nodes).
+    base: U32,
+    /// Its parent (for the root and unused nodes, an index no node has).
+    check: U32,
+    /// The log-probability class of the word it ends (0: none).
+    class: U32,
+    /// The index of the word it ends (`u32::MAX`: none).
+    word: U32,
+}
+
+/// A word's feature hash ([`crate::simhash::hash_bytes`]) and the bits of its
+/// IDF in the built-in table ([`crate::idf::IdfTable::builtin`]).
+#[derive(FromBytes, KnownLayout, Immutable, Unaligned)]
+#[repr(C)]
+struct Features {
+    hash: U64,
+    idf: U64,
+}
+
+/// The code of a Han character no dictionary word contains. Codes are below
+/// 2^14 (`build.rs` checks), so no node has a child by this code: the walk ends
+/// at it.
+const NO_CODE: u16 = u16::MAX;
+/// The code of a character that is not Han to jieba ([`is_jieba_han`]).
+const NOT_HAN: u16 = u16::MAX - 1;
 
 impl std::fmt::Debug for Dictionary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dictionary")
-            .field("words", &self.log_probs.len())
+            .field("words", &self.features.len())
             .field("nodes", &self.nodes.len())
             .finish()
     }
@@ -54,32 +87,29 @@ impl std::fmt::Debug for Dictionary {
 static DICTIONARY_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dictionary.bin"));
 
 impl Dictionary {
-    /// The embedded dictionary, unpacked once per process (a few milliseconds).
+    /// The embedded dictionary, read once per process.
     pub fn builtin() -> &'static Dictionary {
         static DICTIONARY: OnceLock<Dictionary> = OnceLock::new();
         DICTIONARY.get_or_init(|| {
             let (lone_log_prob, rest) = take_f64(DICTIONARY_BIN);
-            let (words, rest) = take_u32(rest);
-            let (log_probs, rest) = rest.split_at(words as usize * 8);
+            let (classes, rest) = take_u32(rest);
+            let (log_probs, rest) = rest.split_at(classes as usize * 8);
             let (codes, rest) = take_u32(rest);
-            let (codes, rest) = rest.split_at(codes as usize * 4);
-            let (nodes, _) = take_u32(rest);
-            let nodes = &rest[4..4 + nodes as usize * 8];
-            let u32s = |b: &[u8]| -> Vec<u32> {
-                b.chunks_exact(4)
-                    .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-                    .collect()
-            };
+            let (codes, rest) = rest.split_at(codes as usize * 2);
+            let (nodes, rest) = take_u32(rest);
+            let (nodes, rest) = rest.split_at(nodes as usize * size_of::<Node>());
+            let (words, rest) = take_u32(rest);
+            let features = &rest[..words as usize * size_of::<Features>()];
             Dictionary {
-                codes: u32s(codes),
-                nodes: nodes
-                    .chunks_exact(8)
-                    .map(|x| [take_u32(x).0, take_u32(&x[4..]).0])
-                    .collect(),
+                codes: <[U16; 0x10000]>::ref_from_bytes(codes)
+                    .expect("build.rs wrote a u16 code per BMP character"),
+                nodes: <[Node]>::ref_from_bytes(nodes).expect("build.rs wrote whole nodes"),
                 log_probs: log_probs
                     .chunks_exact(8)
                     .map(|x| f64::from_le_bytes(x.try_into().unwrap_or_default()))
                     .collect(),
+                features: <[Features]>::ref_from_bytes(features)
+                    .expect("build.rs wrote whole features"),
                 lone_log_prob,
             }
         })
@@ -89,119 +119,238 @@ impl Dictionary {
     /// cuts from `text`, in order. Only Han blocks are segmented; any other
     /// character stands alone, as it does in jieba, and so is never such a word.
     pub fn for_each_word<'a>(&self, text: &'a str, mut f: impl FnMut(&'a str)) {
+        self.for_each_word_id(text, |word, _| f(word));
+    }
+
+    /// [`Dictionary::for_each_word`], with each word's index (for
+    /// [`Dictionary::features`]).
+    pub fn for_each_word_id<'a>(&self, text: &'a str, mut f: impl FnMut(&'a str, u32)) {
         SCRATCH.with(|scratch| {
             // A callback that segments again gets buffers of its own.
             let mut fresh = Scratch::default();
             let mut guard = scratch.try_borrow_mut();
             let s = guard.as_deref_mut().unwrap_or(&mut fresh);
-            // One pass: each Han character's code and offset are collected until
-            // the block ends, then the block is cut.
-            s.codes.clear();
-            s.offsets.clear();
-            let mut block_start = 0;
-            let bytes = text.as_bytes();
-            let mut i = 0;
-            while i < bytes.len() {
-                let b = bytes[i];
-                let (c, len) = if b < 0x80 {
-                    (u32::from(b), 1)
-                } else if (0xE0..=0xEF).contains(&b) {
-                    // Three bytes (U+0800–U+FFFF, nearly all Han text), decoded here.
-                    let c = u32::from(b & 0x0F) << 12
-                        | u32::from(bytes[i + 1] & 0x3F) << 6
-                        | u32::from(bytes[i + 2] & 0x3F);
-                    (c, 3)
-                } else {
-                    let c = text[i..].chars().next().unwrap_or_default();
-                    (c as u32, c.len_utf8())
-                };
-                if char::from_u32(c).is_some_and(is_jieba_han) {
-                    if s.codes.is_empty() {
-                        block_start = i;
-                    }
-                    s.codes
-                        .push(self.codes.get(c as usize).copied().unwrap_or(NO_CODE));
-                    s.offsets.push((i - block_start) as u32);
-                } else if !s.codes.is_empty() {
-                    self.cut_block(&text[block_start..i], s, &mut f);
-                }
-                i += len;
+            // Room for every character of the text, each of three bytes or
+            // more, and for the length after the last.
+            let room = text.len() / 3 + 1;
+            if s.codes.len() < room {
+                s.codes.resize(room, 0);
+                s.offsets.resize(room, 0);
             }
-            if !s.codes.is_empty() {
-                self.cut_block(&text[block_start..], s, &mut f);
+            let mut i = 0;
+            while i < text.len() {
+                let (code, len) = self.code_at(text, i);
+                if code == NOT_HAN {
+                    i += len;
+                    continue;
+                }
+                let (end, n) = self.han_block(text, i, &mut s.codes, &mut s.offsets);
+                self.cut_block(
+                    &text[i..end],
+                    &s.codes[..n],
+                    &s.offsets[..=n],
+                    &mut s.route,
+                    &mut f,
+                );
+                i = end;
             }
         });
     }
 
-    /// Segment one block of Han characters (their codes and offsets in
-    /// `s`, which it empties) along jieba's best route.
-    fn cut_block<'a>(&self, block: &'a str, s: &mut Scratch, f: &mut impl FnMut(&'a str)) {
-        let n = s.codes.len();
-        s.offsets.push(block.len() as u32);
-        // prob[i], end[i]: the log-probability of the best cut of chars[i..] and
-        // the end of its first word. Filled from the end, as jieba does, with its
-        // tie rule: of equal probabilities the longer word wins.
-        s.prob.clear();
-        s.prob.resize(n + 1, 0.0);
-        s.end.clear();
-        s.end.resize(n + 1, n as u32);
-        let nodes = &self.nodes[..];
+    /// The code of the character at byte `i` of `text` ([`NOT_HAN`] if it is
+    /// not Han to jieba) and its length in bytes.
+    #[inline(always)]
+    fn code_at(&self, text: &str, i: usize) -> (u16, usize) {
+        let bytes = text.as_bytes();
+        let b = bytes[i];
+        if b < 0x80 {
+            (NOT_HAN, 1)
+        } else if (0xE0..=0xEF).contains(&b) {
+            // Three bytes (U+0800–U+FFFF, nearly all Han text), decoded here.
+            let c = usize::from(b & 0x0F) << 12
+                | usize::from(bytes[i + 1] & 0x3F) << 6
+                | usize::from(bytes[i + 2] & 0x3F);
+            (self.codes[c].get(), 3)
+        } else {
+            let c = text[i..].chars().next().unwrap_or_default();
+            let code = match self.codes.get(c as usize) {
+                Some(code) => code.get(),
+                None if is_jieba_han(c) => NO_CODE,
+                None => NOT_HAN,
+            };
+            (code, c.len_utf8())
+        }
+    }
+
+    /// Write to `codes` and `offsets` the codes and byte offsets (from `start`)
+    /// of the Han characters from byte `start` of `text` on, and after them the
+    /// block's length; the block's end and its number of characters. The
+    /// buffers hold a character per three bytes of `text`, and one more.
+    fn han_block(
+        &self,
+        text: &str,
+        start: usize,
+        codes: &mut [u32],
+        offsets: &mut [u32],
+    ) -> (usize, usize) {
+        let mut i = start;
+        let mut n = 0;
+        while i < text.len() {
+            let (code, len) = self.code_at(text, i);
+            if code == NOT_HAN {
+                break;
+            }
+            codes[n] = u32::from(code);
+            offsets[n] = (i - start) as u32;
+            n += 1;
+            i += len;
+        }
+        offsets[n] = (i - start) as u32;
+        (i, n)
+    }
+
+    /// Segment one block of Han characters (their trie codes, and their byte
+    /// offsets in the block followed by its length) along jieba's best route.
+    #[inline(never)]
+    fn cut_block<'a>(
+        &self,
+        block: &'a str,
+        codes: &[u32],
+        offsets: &[u32],
+        route: &mut Vec<Step>,
+        f: &mut impl FnMut(&'a str, u32),
+    ) {
+        let n = codes.len();
+        // route[i]: the log-probability of the best cut of chars[i..], the end
+        // of its first word and that word's index. Filled from the end, as
+        // jieba does, with its tie rule: of equal probabilities the longer word
+        // wins.
+        route.clear();
+        route.resize(n + 1, Step::default());
+        let nodes = self.nodes;
+        let root_base = nodes[0].base.get();
         for i in (0..n).rev() {
-            // The character alone (frequency 1) if no word starts here; the
-            // words starting here, shortest first, otherwise.
-            let mut best = (self.lone_log_prob + s.prob[i + 1], i as u32 + 1);
-            let mut found = false;
-            let (mut node, mut base) = (0u32, nodes[0][0]);
-            for (k, &code) in s.codes[i..].iter().enumerate() {
-                // A leaf's base (flagged) and a missing code (`NO_CODE`) both
-                // give an index beyond the nodes: the walk ends there too.
-                let child = (base ^ code) as usize;
-                let Some(&[child_base, child_check]) = nodes.get(child) else {
+            // The words starting here, shortest first; the character alone
+            // (frequency 1) if there are none. Any word beats no word: every
+            // log-probability is at least minus infinity.
+            let mut best = Step {
+                prob: f64::NEG_INFINITY,
+                end: 0,
+                word: 0,
+            };
+            let (mut node, mut node_base) = (0u32, root_base);
+            for (end, &code) in (i + 1..).zip(&codes[i..]) {
+                // A node without children gives an index beyond the nodes, a
+                // missing code (`NO_CODE`) a node that is no child of this one:
+                // the walk ends there.
+                let Some((child, next)) = child(nodes, node, node_base, code) else {
                     break;
                 };
-                if child_check & !FLAG != node {
-                    break;
-                }
-                (node, base) = (child as u32, child_base);
-                let word = if child_base & FLAG != 0 {
-                    child_base & !FLAG
-                } else if child_check & FLAG != 0 {
-                    nodes[child_base as usize][0] & !FLAG
-                } else {
+                (node, node_base) = (child, next.base.get());
+                let class = next.class.get();
+                if class == 0 {
                     continue;
-                };
-                let end = i + k + 1;
-                let prob = self.log_probs[word as usize] + s.prob[end];
-                if !found || prob >= best.0 {
-                    best = (prob, end as u32);
-                    found = true;
+                }
+                let prob = self.log_probs[class as usize] + route[end].prob;
+                if prob >= best.prob {
+                    best = Step {
+                        prob,
+                        end: end as u32,
+                        word: next.word.get(),
+                    };
                 }
             }
-            s.prob[i] = best.0;
-            s.end[i] = best.1;
+            if best.end == 0 {
+                best = Step {
+                    prob: self.lone_log_prob + route[i + 1].prob,
+                    end: i as u32 + 1,
+                    word: 0,
+                };
+            }
+            route[i] = best;
         }
         let mut i = 0;
         while i < n {
-            let end = s.end[i] as usize;
+            let Step { end, word, .. } = route[i];
+            let end = end as usize;
             if end - i >= 2 {
-                f(&block[s.offsets[i] as usize..s.offsets[end] as usize]);
+                f(&block[offsets[i] as usize..offsets[end] as usize], word);
             }
             i = end;
         }
-        s.codes.clear();
-        s.offsets.clear();
     }
+}
+
+impl Dictionary {
+    /// The feature hash and built-in IDF of the word of index `word` (from
+    /// [`Dictionary::for_each_word_id`]).
+    #[inline]
+    pub fn features(&self, word: u32) -> (u64, f64) {
+        let features = &self.features[word as usize];
+        (features.hash.get(), f64::from_bits(features.idf.get()))
+    }
+
+    /// The number of words; every word index is below it.
+    pub fn len(&self) -> usize {
+        self.features.len()
+    }
+
+    /// Is the dictionary empty?
+    pub fn is_empty(&self) -> bool {
+        self.features.is_empty()
+    }
+
+    /// The index of `word` if it is a dictionary word.
+    pub fn word_id(&self, word: &str) -> Option<u32> {
+        self.find(word).map(|(_, id)| id)
+    }
+
+    /// The log-probability and index of `word` if it is a dictionary word, by
+    /// a walk of the trie from the root.
+    fn find(&self, word: &str) -> Option<(f64, u32)> {
+        let (mut node, mut next) = (0, self.nodes[0]);
+        for c in word.chars() {
+            let code = self
+                .codes
+                .get(c as usize)
+                .map_or(NO_CODE, |code| code.get());
+            (node, next) = child(self.nodes, node, next.base.get(), u32::from(code))?;
+        }
+        let class = next.class.get() as usize;
+        (class != 0).then(|| (self.log_probs[class], next.word.get()))
+    }
+}
+
+/// The child of `node` (whose base is `node_base`) by `code`, and its
+/// index, if it has one.
+#[inline]
+fn child(nodes: &[Node], node: u32, node_base: u32, code: u32) -> Option<(u32, Node)> {
+    let child = node_base ^ code;
+    let &next = nodes.get(child as usize)?;
+    (next.check.get() == node).then_some((child, next))
 }
 
 /// Per-thread buffers of the segmentation, kept between blocks.
 #[derive(Default)]
 struct Scratch {
-    /// Trie code of each character of the block.
+    /// Trie code of each character of the block (a buffer as long as the
+    /// text needs).
     codes: Vec<u32>,
     /// Byte offset of each character in the block, and the block's length.
     offsets: Vec<u32>,
-    prob: Vec<f64>,
-    end: Vec<u32>,
+    /// The best route from each character on.
+    route: Vec<Step>,
+}
+
+/// A step of the best route through a block from one of its characters.
+#[derive(Clone, Copy, Default)]
+struct Step {
+    /// The log-probability of the route.
+    prob: f64,
+    /// The end of its first word.
+    end: u32,
+    /// That word's index, if it is a dictionary word.
+    word: u32,
 }
 
 thread_local! {
@@ -228,6 +377,8 @@ pub(crate) fn take_u32(b: &[u8]) -> (u32, &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use crate::random_text::{random_texts, COMMON_HAN};
 
@@ -246,6 +397,95 @@ mod tests {
         let mut out = Vec::new();
         Dictionary::builtin().for_each_word(text, |w| out.push(w.to_owned()));
         out
+    }
+
+    impl Dictionary {
+        /// The log-probability of `word` if it is a dictionary word, by a walk
+        /// of the trie from the root.
+        fn log_prob_of(&self, word: &str) -> Option<f64> {
+            self.find(word).map(|(log_prob, _)| log_prob)
+        }
+    }
+
+    /// jieba's dictionary as jieba-rs reads it: each word's log-probability
+    /// `ln(freq) - ln(total)` (a later line wins; the total counts every line),
+    /// of the words made of Han characters only.
+    fn jieba_log_probs() -> HashMap<String, f64> {
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut ruzstd::decoding::StreamingDecoder::new(&include_bytes!("jieba/dict.txt.zst")[..])
+                .unwrap(),
+            &mut text,
+        )
+        .unwrap();
+        let mut total = 0usize;
+        let mut freq = HashMap::new();
+        for line in text.lines() {
+            let mut parts = line.split_ascii_whitespace();
+            let Some(word) = parts.next() else { continue };
+            let f: usize = parts.next().map_or(0, |x| x.parse().unwrap());
+            total += f;
+            freq.insert(word.to_owned(), f);
+        }
+        let log_total = (total as f64).ln();
+        freq.into_iter()
+            .filter(|(w, _)| w.chars().all(is_jieba_han))
+            .map(|(w, f)| (w, (f as f64).ln() - log_total))
+            .collect()
+    }
+
+    /// Every dictionary word ends on a node with its exact log-probability, and
+    /// nothing else does: not the words' other prefixes, not random strings.
+    #[test]
+    fn trie_holds_exactly_the_dictionary() {
+        let dictionary = Dictionary::builtin();
+        let words = jieba_log_probs();
+        assert!(words.len() > 300_000, "{}", words.len());
+        for (word, &log_prob) in &words {
+            assert_eq!(
+                dictionary.log_prob_of(word).map(f64::to_bits),
+                Some(log_prob.to_bits()),
+                "{word}"
+            );
+            for (end, _) in word.char_indices().skip(1) {
+                let prefix = &word[..end];
+                assert_eq!(
+                    dictionary.log_prob_of(prefix).map(f64::to_bits),
+                    words.get(prefix).map(|p| p.to_bits()),
+                    "{prefix}"
+                );
+            }
+        }
+        let chars: Vec<char> = COMMON_HAN.chars().chain("〇a，𠀀㐀丽".chars()).collect();
+        for text in random_texts(0x6A09_E667_F3BC_C908, 20_000, 1..5, |rng| rng.pick(&chars)) {
+            assert_eq!(
+                dictionary.log_prob_of(&text).map(f64::to_bits),
+                words.get(&text).map(|p| p.to_bits()),
+                "{text}"
+            );
+        }
+    }
+
+    /// Each word's index gives its feature hash and built-in IDF, and the words
+    /// cut from text carry their own index.
+    #[test]
+    fn features_are_the_words_hash_and_idf() {
+        let dictionary = Dictionary::builtin();
+        let idf = crate::idf::IdfTable::builtin();
+        let mut ids = std::collections::HashSet::new();
+        for word in jieba_log_probs().keys() {
+            let (_, id) = dictionary.find(word).unwrap();
+            assert!(ids.insert(id), "{word}: index {id} twice");
+            let (hash, word_idf) = dictionary.features(id);
+            assert_eq!(hash, crate::simhash::hash_bytes(word.as_bytes()), "{word}");
+            assert_eq!(word_idf.to_bits(), idf.get(word).to_bits(), "{word}");
+        }
+        let chars: Vec<char> = COMMON_HAN.chars().collect();
+        for text in random_texts(0xBB67_AE85_84CA_A73B, 100, 5..200, |rng| rng.pick(&chars)) {
+            dictionary.for_each_word_id(&text, |word, id| {
+                assert_eq!(dictionary.find(word).map(|(_, i)| i), Some(id), "{word}");
+            });
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use crate::dictionary::Dictionary;
 use crate::distinctive::number_sketch;
 use crate::hotwords::{HotWords, Lookup, HOT_WORDS};
 use crate::idf::IdfTable;
@@ -96,16 +97,25 @@ pub struct Fingerprinter {
     /// Stop words and common words with IDF and hash precomputed (a cache of
     /// `idf` and the tokenizer's stop words).
     hot: Arc<HotWords>,
+    /// The compile-time dictionary, when it both cuts Han text and holds its
+    /// words' hashes and IDF in `idf` (the built-in table): a word it cut is
+    /// counted by its index, and needs neither looked up nor hashed.
+    dictionary: Option<DictionaryWords>,
     config: FingerprintConfig,
 }
 
 impl Fingerprinter {
     pub fn new(tokenizer: Tokenizer, idf: Arc<IdfTable>, config: FingerprintConfig) -> Self {
         let hot = Arc::new(HotWords::build(&idf, tokenizer.stop_words(), HOT_WORDS));
+        let dictionary = tokenizer
+            .dictionary()
+            .filter(|_| idf.is_builtin())
+            .map(|dictionary| DictionaryWords::new(dictionary, tokenizer.stop_words()));
         Self {
             tokenizer,
             idf,
             hot,
+            dictionary,
             config,
         }
     }
@@ -135,37 +145,71 @@ impl Fingerprinter {
 
     /// Fingerprint text that has already been through [`normalize`].
     pub fn fingerprint_normalized(&self, text: &str) -> Fingerprint {
-        HOT_COUNTS.with_borrow_mut(|counts| self.fingerprint_with(text, counts))
+        COUNTS.with_borrow_mut(|(hot_tf, dictionary_tf)| {
+            self.fingerprint_with(text, hot_tf, dictionary_tf)
+        })
     }
 
-    fn fingerprint_with(&self, text: &str, hot_tf: &mut HotCounts) -> Fingerprint {
+    fn fingerprint_with(
+        &self,
+        text: &str,
+        hot_tf: &mut SlotCounts,
+        dictionary_tf: &mut SlotCounts,
+    ) -> Fingerprint {
         let hot = &*self.hot;
-        // Term counts: of words in the hot table by slot, of the others by word.
+        // Term counts: of the words the dictionary cut by index (`dictionary`),
+        // of other words in the hot table by slot, of the rest by word.
         hot_tf.reset(hot.slots());
+        dictionary_tf.reset(self.dictionary.as_ref().map_or(0, |d| d.dictionary.len()));
+        // The words counted in `dictionary_tf`, in the order of its `touched`.
+        let mut dictionary_words: Vec<&str> = Vec::new();
         let mut cold_tf: FxHashMap<&str, u32> = FxHashMap::default();
         cold_tf.reserve(text.len() / 32);
-        let mut owned: Vec<String> = Vec::new();
-        // Words borrowed from `text` are counted directly; lowercased ones are owned
-        // first and counted after (they cannot be borrowed from `text`).
-        self.tokenizer
-            .for_each_candidate(text, |w| match hot.lookup(w) {
+        // Words borrowed from `text` are counted directly; lowercased ones are
+        // copied to `owned` first (their ranges in `owned_words`) and counted
+        // after (they cannot be borrowed from `text`).
+        let mut owned = String::new();
+        let mut owned_words: Vec<(usize, usize)> = Vec::new();
+        self.tokenizer.for_each_candidate_id(text, |w, id| {
+            if let (Some(id), Some(d), Some(start)) =
+                (id, &self.dictionary, subslice_offset(text, w))
+            {
+                if !d.is_stop(id) && dictionary_tf.add(id) {
+                    dictionary_words.push(&text[start..start + w.len()]);
+                }
+                return;
+            }
+            match hot.lookup(w) {
                 Lookup::Stop => {}
-                Lookup::Hot(slot) => hot_tf.add(slot),
+                Lookup::Hot(slot) => {
+                    hot_tf.add(slot);
+                }
                 Lookup::Miss => {
                     if let Some(start) = subslice_offset(text, w) {
                         *cold_tf.entry(&text[start..start + w.len()]).or_insert(0) += 1;
                     } else {
-                        owned.push(w.to_owned());
+                        let start = owned.len();
+                        owned.push_str(w);
+                        owned_words.push((start, owned.len()));
                     }
                 }
-            });
-        for w in &owned {
-            *cold_tf.entry(w.as_str()).or_insert(0) += 1;
+            }
+        });
+        for &(start, end) in &owned_words {
+            *cold_tf.entry(&owned[start..end]).or_insert(0) += 1;
         }
-        let words: u32 = hot_tf.total + cold_tf.values().sum::<u32>();
+        let words: u32 = dictionary_tf.total + hot_tf.total + cold_tf.values().sum::<u32>();
         // (word, weight, feature hash) of every distinct content word.
         let mut weighted: Vec<(&str, f64, u64)> =
-            Vec::with_capacity(hot_tf.touched.len() + cold_tf.len());
+            Vec::with_capacity(dictionary_tf.touched.len() + hot_tf.touched.len() + cold_tf.len());
+        if let Some(d) = &self.dictionary {
+            weighted.extend(dictionary_tf.touched.iter().zip(&dictionary_words).map(
+                |(&id, &w)| {
+                    let (hash, idf) = d.dictionary.features(id);
+                    (w, f64::from(dictionary_tf.counts[id as usize]) * idf, hash)
+                },
+            ));
+        }
         weighted.extend(hot_tf.touched.iter().map(|&slot| {
             let n = hot_tf.counts[slot as usize];
             (hot.word(slot), f64::from(n) * hot.idf(slot), hot.hash(slot))
@@ -202,20 +246,48 @@ impl Fingerprinter {
 }
 
 thread_local! {
-    /// Per-thread term counts of hot words, kept between articles.
-    static HOT_COUNTS: std::cell::RefCell<HotCounts> = std::cell::RefCell::default();
+    /// Per-thread term counts of hot words and of dictionary words, kept
+    /// between articles.
+    static COUNTS: std::cell::RefCell<(SlotCounts, SlotCounts)> = std::cell::RefCell::default();
 }
 
-/// Term counts indexed by hot-table slot, with the slots touched so far: counting
-/// is an array increment, and clearing touches only what was counted.
+/// The compile-time dictionary and which of its words are stop words.
+#[derive(Debug, Clone)]
+struct DictionaryWords {
+    dictionary: &'static Dictionary,
+    /// Bit `i` is set if word `i` is a stop word.
+    stop: Arc<[u64]>,
+}
+
+impl DictionaryWords {
+    fn new<'a>(dictionary: &'static Dictionary, stop_words: impl Iterator<Item = &'a str>) -> Self {
+        let mut stop = vec![0u64; dictionary.len().div_ceil(64)];
+        for id in stop_words.filter_map(|w| dictionary.word_id(w)) {
+            stop[id as usize / 64] |= 1 << (id % 64);
+        }
+        Self {
+            dictionary,
+            stop: stop.into(),
+        }
+    }
+
+    #[inline]
+    fn is_stop(&self, id: u32) -> bool {
+        self.stop[id as usize / 64] & 1 << (id % 64) != 0
+    }
+}
+
+/// Term counts indexed by slot (of the hot table, or dictionary index), with
+/// the slots touched so far: counting is an array increment, and clearing
+/// touches only what was counted.
 #[derive(Debug, Default)]
-struct HotCounts {
+struct SlotCounts {
     counts: Vec<u32>,
     touched: Vec<u32>,
     total: u32,
 }
 
-impl HotCounts {
+impl SlotCounts {
     /// Zero all counts, for a table of `slots` slots.
     fn reset(&mut self, slots: usize) {
         for &slot in &self.touched {
@@ -228,14 +300,17 @@ impl HotCounts {
         }
     }
 
+    /// Count `slot` once more; whether it is the first time.
     #[inline]
-    fn add(&mut self, slot: u32) {
+    fn add(&mut self, slot: u32) -> bool {
         let count = &mut self.counts[slot as usize];
-        if *count == 0 {
+        let first = *count == 0;
+        if first {
             self.touched.push(slot);
         }
         *count += 1;
         self.total += 1;
+        first
     }
 }
 
@@ -277,6 +352,34 @@ mod tests {
             f.fingerprint("Stocks Rally As Markets Rebound").simhash,
             f.fingerprint("stocks rally as markets rebound").simhash
         );
+    }
+
+    /// The dictionary's precomputed hashes and IDF give the fingerprint that
+    /// computing them gives.
+    #[test]
+    fn dictionary_features_change_nothing() {
+        use crate::random_text::{random_texts, COMMON_HAN};
+        let fast = fp();
+        assert!(fast.dictionary.is_some());
+        let mut slow = fast.clone();
+        slow.dictionary = None;
+        let alphabet: Vec<char> = COMMON_HAN
+            .chars()
+            .chain("，。“”、（）《》 ab1 .-〇𠀀㐀丽的了是".chars())
+            .collect();
+        let texts = random_texts(0x3C6E_F372_FE94_F82B, 300, 1..600, |rng| {
+            rng.pick(&alphabet)
+        });
+        let articles = include_str!("../examples/articles.jsonl")
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["text"].as_str().map(str::to_owned));
+        let mut n = 0;
+        for text in texts.into_iter().chain(articles) {
+            assert_eq!(fast.fingerprint(&text), slow.fingerprint(&text), "{text}");
+            n += 1;
+        }
+        assert!(n > 300);
     }
 
     #[test]

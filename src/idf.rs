@@ -113,7 +113,8 @@ impl IdfTable {
             let text_len =
                 u32::from_le_bytes(ends[4 * n - 4..].try_into().unwrap_or_default()) as usize;
             let (text, rest) = rest.split_at(text_len.next_multiple_of(4));
-            let text = std::str::from_utf8(&text[..text_len]).expect("build.rs wrote UTF-8 words");
+            let text =
+                simdutf8::basic::from_utf8(&text[..text_len]).expect("build.rs wrote UTF-8 words");
             let (trie, _) = crawdad::Trie::deserialize_from_slice(rest);
             (
                 Builtin {
@@ -192,6 +193,11 @@ impl IdfTable {
             words: Words::Map(idf),
             median,
         }
+    }
+
+    /// Is this jieba's built-in table ([`IdfTable::builtin`])?
+    pub fn is_builtin(&self) -> bool {
+        matches!(self.words, Words::Builtin(_))
     }
 
     /// The IDF of `word`, or the table's median when the word is unknown.

@@ -154,16 +154,16 @@ pub fn signature_with(
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
-        // Fast paths: ASCII lowercase and digits; U+4000–U+9FFF (lead bytes
-        // E4–E9), all Han but U+4DC0–U+4DFF (E4 B7 xx).
-        if b.is_ascii_lowercase() || b.is_ascii_digit() {
-            i += 1;
-            unit.chars += 1;
-            unit.nonblank = true;
-            continue;
-        }
-        if (0xE4..=0xE9).contains(&b) && !(b == 0xE4 && bytes[i + 1] == 0xB7) {
-            i += 3;
+        // Fast paths (see [`KEY_BYTE`]): a character that goes into the key
+        // as it is.
+        let len = match KEY_BYTE[usize::from(b)] {
+            1 => 1,
+            3 => 3,
+            4 if bytes[i + 1] != 0xB7 => 3,
+            _ => 0,
+        };
+        if len != 0 {
+            i += len;
             unit.chars += 1;
             unit.nonblank = true;
             continue;
@@ -232,6 +232,29 @@ pub fn signature_with(
         hashes,
     }
 }
+
+/// What a byte that starts a character says about it in the key scan: 1, an
+/// ASCII lowercase letter or digit; 3, the lead byte of U+5000–U+9FFF (E5–E9),
+/// all Han; 4, the lead byte of U+4000–U+4FFF (E4), Han but U+4DC0–U+4DFF (E4
+/// B7 xx); 0, anything else (looked at closely).
+const KEY_BYTE: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        table[b] = if byte.is_ascii_lowercase() || byte.is_ascii_digit() {
+            1
+        } else if matches!(byte, 0xE5..=0xE9) {
+            3
+        } else if byte == 0xE4 {
+            4
+        } else {
+            0
+        };
+        b += 1;
+    }
+    table
+};
 
 /// `char::is_whitespace` for an ASCII byte.
 #[inline]

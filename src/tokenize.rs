@@ -123,6 +123,14 @@ impl Tokenizer {
         self.stop_words.contains(word)
     }
 
+    /// The compile-time dictionary, if it is what cuts Han text.
+    pub fn dictionary(&self) -> Option<&'static Dictionary> {
+        match self.segmenter {
+            Segmenter::Dictionary(dictionary) => Some(dictionary),
+            Segmenter::JiebaHmm(_) => None,
+        }
+    }
+
     /// The stop words (lowercase).
     pub fn stop_words(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.stop_words.iter().copied()
@@ -143,16 +151,24 @@ impl Tokenizer {
     /// order. Callers that look every word up in a table anyway can check stop
     /// words there; [`Tokenizer::for_each_word`] checks them here.
     pub fn for_each_candidate(&self, text: &str, mut f: impl FnMut(&str)) {
+        self.for_each_candidate_id(text, |word, _| f(word));
+    }
+
+    /// [`Tokenizer::for_each_candidate`], with the index of each word the
+    /// compile-time dictionary cut (for [`Dictionary::features`]).
+    pub fn for_each_candidate_id(&self, text: &str, mut f: impl FnMut(&str, Option<u32>)) {
         let mut lower = String::new();
         for (is_han_run, run) in script_runs(text) {
             if is_han_run {
                 match &self.segmenter {
                     // Words of two or more Han characters: candidates all.
-                    Segmenter::Dictionary(dictionary) => dictionary.for_each_word(run, &mut f),
+                    Segmenter::Dictionary(dictionary) => {
+                        dictionary.for_each_word_id(run, |word, id| f(word, Some(id)))
+                    }
                     Segmenter::JiebaHmm(jieba) => {
                         for token in jieba.cut(run, true) {
                             if is_candidate(token.word) {
-                                f(token.word);
+                                f(token.word, None);
                             }
                         }
                     }
@@ -161,10 +177,17 @@ impl Tokenizer {
                 // (Runs of ASCII punctuation and spaces between Han runs are common
                 // and have no words: skip the segmenter for them.)
                 unicode_words(run, |word| {
-                    // Only ASCII `A-Z` and non-ASCII characters can be uppercase.
-                    let word = if word.bytes().any(|b| b.is_ascii_uppercase() || b >= 0x80)
-                        && word.chars().any(char::is_uppercase)
-                    {
+                    let word = if word.is_ascii() {
+                        // Only `A-Z` can be uppercase, and lowercase one for one.
+                        if word.bytes().any(|b| b.is_ascii_uppercase()) {
+                            lower.clear();
+                            lower.push_str(word);
+                            lower.make_ascii_lowercase();
+                            lower.as_str()
+                        } else {
+                            word
+                        }
+                    } else if word.chars().any(char::is_uppercase) {
                         lower.clear();
                         lower.extend(word.chars().flat_map(char::to_lowercase));
                         lower.as_str()
@@ -172,7 +195,7 @@ impl Tokenizer {
                         word
                     };
                     if is_candidate(word) {
-                        f(word);
+                        f(word, None);
                     }
                 });
             }
