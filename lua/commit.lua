@@ -115,14 +115,10 @@ set_field(ids_key(P, label, k, idhash), id, simhex .. ':' .. h, expire_at)
 -- Handle hn is element hn % 100 of the a: list of chunk hn / 100: handles
 -- are taken one by one here, so it is the next element (chunk 0 starts with
 -- an empty one, for handle 0).
-local akey, at = article_key(P, label, hn)
-if at == 0 or fresh then
-  if fresh then redis.call('RPUSH', akey, '') end
-  redis.call('RPUSH', akey, article)
-  redis.call('EXPIREAT', akey, expire_at)
-else
-  redis.call('RPUSH', akey, article)
-end
+local akey, index = article_key(P, label, hn)
+if fresh then redis.call('RPUSH', akey, '') end
+redis.call('RPUSH', akey, article)
+if fresh or index == 0 then redis.call('EXPIREAT', akey, expire_at) end
 local rkey, at = recent_slot(P, label, hn)
 redis.call('SETRANGE', rkey, at, record)
 if fresh then redis.call('EXPIREAT', rkey, expire_at) end
@@ -134,10 +130,10 @@ for d = 1, indexed and 4 or 0 do
 end
 -- Link a duplicate to its cluster's root, in the root's bucket (the worker's
 -- hint first). A d: hash this creates gets the root bucket's expiry.
-local l, _, _, rslot, rchunk
-if root ~= '' then l, _, _, rslot, rchunk = find_id(P, live, root, root_hash, root_hint ~= '' and root_hint or nil, shapes) end
+local l, _, _, rh
+if root ~= '' then l, _, _, rh = find_id(P, live, root, root_hash, root_hint ~= '' and root_hint or nil, shapes) end
 if l then
-  local dkey, field = P .. 'd:' .. l .. ':' .. string.format('%d', rchunk), string.format('%d', rslot)
+  local dkey, field = links_key(P, l, rh)
   local old, link = redis.call('HGET', dkey, field), label .. ':' .. h
   if redis.call('HSET', dkey, field, old and (old .. ' ' .. link) or link, '', '') == 2 then
     local lstart = redis.call('ZSCORE', KEYS[1], l)

@@ -6,7 +6,7 @@
 -- Returns 1 if the article was there, else 0.
 local P, id = ARGV[1], ARGV[2]
 local labels = redis.call('ZRANGE', KEYS[1], 0, -1)
-local label, ikey, _, slot, chunk = find_id(P, labels, id, redis.sha1hex(id))
+local label, ikey, _, h = find_id(P, labels, id, redis.sha1hex(id))
 if not label then return 0 end
 local start = redis.call('ZSCORE', KEYS[1], label)
 redis.call('HDEL', ikey, id)
@@ -21,7 +21,7 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local log = P .. 'deleted'
 redis.call('XADD', log, 'MINID', '~', string.format('%d', now_ms - retain), '*',
-  'b', label, 'h', string.format('%d', chunk * HANDLES_PER_CHUNK + slot))
+  'b', label, 'h', string.format('%d', h))
 local expire_at = string.format('%d', math.ceil((tonumber(start) + retain) / 1000))
 if redis.call('TTL', log) < 0 then
   redis.call('EXPIREAT', log, expire_at)
@@ -30,7 +30,6 @@ else
 end
 -- Its a: element is emptied, not removed: the elements after it keep their
 -- indexes. Readers take an empty element for a deleted article.
-local h = chunk * HANDLES_PER_CHUNK + slot
 local akey, index = article_key(P, label, h)
 redis.call('LSET', akey, index, '')
 -- Its recent record, if still among the newest, says deleted (first byte 0);
@@ -41,5 +40,5 @@ if tonumber(rn[2] or '0') - h < RECENT_SLOTS and redis.call('STRLEN', rkey) > at
 end
 -- The d: hash keeps its empty field "" (set_field in prelude.lua), and with it
 -- its expiry, when its last link goes.
-redis.call('HDEL', P .. 'd:' .. label .. ':' .. chunk, slot)
+redis.call('HDEL', links_key(P, label, h))
 return 1

@@ -3,8 +3,8 @@
 -- Returns {} or {label, bucket start ms, ids-value, article record, links}.
 local P, id = ARGV[1], ARGV[2]
 local labels = redis.call('ZRANGE', KEYS[1], 0, -1)
-local label, _, v, slot, chunk = find_id(P, labels, id, redis.sha1hex(id))
+local label, _, v, h = find_id(P, labels, id, redis.sha1hex(id))
 if not label then return {} end
 local start = redis.call('ZSCORE', KEYS[1], label)
-local article = redis.call('LINDEX', article_key(P, label, chunk * HANDLES_PER_CHUNK + slot))
-return {label, start, v, article or '', redis.call('HGET', P .. 'd:' .. label .. ':' .. chunk, slot) or ''}
+local article = redis.call('LINDEX', article_key(P, label, h))
+return {label, start, v, article or '', redis.call('HGET', links_key(P, label, h)) or ''}

@@ -31,6 +31,13 @@ local function article_key(P, label, h)
   return P .. 'a:' .. label .. ':' .. string.format('%d', math.floor(h / HANDLES_PER_CHUNK)), h % HANDLES_PER_CHUNK
 end
 
+-- The d: hash of bucket `label` holding handle `h`'s links, and its field:
+-- chunk h / 100, field h % 100 (src/keys.rs, Keys::links).
+local function links_key(P, label, h)
+  return P .. 'd:' .. label .. ':' .. string.format('%d', math.floor(h / HANDLES_PER_CHUNK)),
+    string.format('%d', h % HANDLES_PER_CHUNK)
+end
+
 -- The packed fingerprint of an a: list element: the bytes after its 2-byte
 -- length (little-endian), as many as it says (codec.rs, encode_article).
 local function article_packed(a)
@@ -40,10 +47,9 @@ end
 -- Where article `id` (SHA-1 `idhash`, as for ids_key) is stored among the live
 -- buckets `labels` (ZRANGE of the registry, oldest first; `first`, when not
 -- nil, is tried before them): label, its i: key, the i: value (`<simhash
--- hex>:<handle>`), and where its a: element and d: entry are: the index or
--- field (the handle's last two digits) and the chunk (the handle without
--- them); nil when it is not stored. `shapes` (optional): label -> shape bits
--- already read.
+-- hex>:<handle>`) and its handle (article_key and links_key say where its
+-- a: element and d: entry are); nil when it is not stored. `shapes`
+-- (optional): label -> shape bits already read.
 local function find_id(P, labels, id, idhash, first, shapes)
   local order = labels
   if first then
@@ -61,8 +67,7 @@ local function find_id(P, labels, id, idhash, first, shapes)
       local ikey = ids_key(P, label, tonumber(k), idhash)
       local v = redis.call('HGET', ikey, id)
       if v then
-        local h = tonumber(string.sub(v, 18))
-        return label, ikey, v, h % HANDLES_PER_CHUNK, math.floor(h / HANDLES_PER_CHUNK)
+        return label, ikey, v, tonumber(string.sub(v, 18))
       end
     end
   end
