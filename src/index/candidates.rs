@@ -99,6 +99,11 @@ enum Key {
     Id,
 }
 
+/// The sketch table entry of `slot` filed under its `i`-th lookup hash.
+fn sketch_entry(slot: u32, i: usize) -> u32 {
+    slot | (i as u32) << SLOT_BITS
+}
+
 /// The slot and the lookup position of a table entry (position 0 outside
 /// the sketch table).
 fn entry_parts(e: u32) -> (u32, usize) {
@@ -201,8 +206,14 @@ fn listed<'a>(
         .map(|e| entry_parts(e).0)
 }
 
+/// The hash of the key table `which`'s entries are filed under, read back
+/// from their rows: what a table needs to move its entries when it grows.
+fn rehash(rows: &Rows, which: Key) -> impl Fn(&u32) -> u64 + '_ {
+    move |&e| mix(rows.key(e, which).unwrap_or(0))
+}
+
 fn file(table: &mut HashTable<u32>, rows: &Rows, which: Key, key: u64, entry: u32) {
-    table.insert_unique(mix(key), entry, |&e| mix(rows.key(e, which).unwrap_or(0)));
+    table.insert_unique(mix(key), entry, rehash(rows, which));
 }
 
 fn unfile(table: &mut HashTable<u32>, key: u64, entry: u32) {
@@ -231,10 +242,10 @@ impl Candidates {
     /// the key of every entry from its row.
     pub(crate) fn reserve(&mut self, more: usize) {
         let rows = &self.rows;
-        let rehash = |which: Key| move |&e: &u32| mix(rows.key(e, which).unwrap_or(0));
-        self.ids.reserve(more, rehash(Key::Id));
-        self.content.reserve(more, rehash(Key::Content));
-        self.sketch.reserve(more * self.lookup, rehash(Key::Sketch));
+        self.ids.reserve(more, rehash(rows, Key::Id));
+        self.content.reserve(more, rehash(rows, Key::Content));
+        self.sketch
+            .reserve(more * self.lookup, rehash(rows, Key::Sketch));
         self.rows.starts.reserve(more);
     }
 
@@ -321,7 +332,7 @@ impl Candidates {
         for (i, s) in u32s(sketch).take(self.lookup).enumerate() {
             let key = u64::from(s);
             if listed(&self.sketch, &self.rows, Key::Sketch, key).count() < LISTED_PER_HASH {
-                let entry = slot | (i as u32) << SLOT_BITS;
+                let entry = sketch_entry(slot, i);
                 file(&mut self.sketch, &self.rows, Key::Sketch, key, entry);
             }
         }
@@ -348,11 +359,7 @@ impl Candidates {
             }
             unfile(&mut self.content, content, slot);
             for (i, s) in u32s(sketch).take(self.lookup).enumerate() {
-                unfile(
-                    &mut self.sketch,
-                    u64::from(s),
-                    slot | (i as u32) << SLOT_BITS,
-                );
+                unfile(&mut self.sketch, u64::from(s), sketch_entry(slot, i));
             }
         }
         unfile(&mut self.ids, id, slot);
