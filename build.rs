@@ -33,7 +33,7 @@ use std::path::Path;
 
 #[path = "src/jieba/han.rs"]
 mod han;
-use han::is_jieba_han;
+use han::{is_jieba_han, NOT_HAN, NO_CODE};
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -170,10 +170,6 @@ const CRAWDAD_NONE: u32 = 0x7FFF_FFFF;
 /// A base or check that is no node: a base from which every child index (base
 /// xor a code below 2^14) is beyond the nodes, a check no node has.
 const NO_INDEX: u32 = (1 << 21) - 1;
-/// The code of a Han character no word has (no node has a child by it).
-const NO_CODE: u16 = u16::MAX;
-/// The code of a character that is not Han to jieba.
-const NOT_HAN: u16 = u16::MAX - 1;
 
 /// Node `i` of crawdad's trie `raw` (`base`, `check`) as the segmenter reads
 /// it: its base (its children are at `base ^ code`; [`NO_INDEX`] if it has

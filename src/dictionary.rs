@@ -19,6 +19,7 @@ use zerocopy::{FromBytes, Immutable, KnownLayout, Unaligned};
 #[path = "jieba/han.rs"]
 mod han;
 pub use han::is_jieba_han;
+use han::{NOT_HAN, NO_CODE};
 
 /// The dictionary: a double-array trie of the Han words, each word-ending node
 /// carrying its word's log-probability class, and each word's features. The
@@ -66,13 +67,6 @@ struct Features {
     hash: U64,
     idf: U64,
 }
-
-/// The code of a Han character no dictionary word contains. Codes are below
-/// 2^14 (`build.rs` checks), so no node has a child by this code: the walk ends
-/// at it.
-const NO_CODE: u16 = u16::MAX;
-/// The code of a character that is not Han to jieba ([`is_jieba_han`]).
-const NOT_HAN: u16 = u16::MAX - 1;
 
 impl std::fmt::Debug for Dictionary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -1,3 +1,10 @@
+/// The trie code of a Han character no dictionary word contains. Codes are
+/// below 2^14 (`build.rs` checks), so no node has a child by this code: the
+/// walk ends at it.
+pub const NO_CODE: u16 = u16::MAX;
+/// The trie code of a character that is not Han to jieba ([`is_jieba_han`]).
+pub const NOT_HAN: u16 = u16::MAX - 1;
+
 /// Han as jieba-rs's segmenter sees it (its `is_cjk`): the characters of the
 /// blocks it looks dictionary words up in. Shared by `build.rs`, which keeps only
 /// the words made of them, and by `src/dictionary.rs`, which cuts such blocks.
