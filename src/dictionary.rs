@@ -405,13 +405,7 @@ mod tests {
     /// `ln(freq) - ln(total)` (a later line wins; the total counts every line),
     /// of the words made of Han characters only.
     fn jieba_log_probs() -> HashMap<String, f64> {
-        let mut text = String::new();
-        std::io::Read::read_to_string(
-            &mut ruzstd::decoding::StreamingDecoder::new(&include_bytes!("jieba/dict.txt.zst")[..])
-                .unwrap(),
-            &mut text,
-        )
-        .unwrap();
+        let text = String::from_utf8(crate::tokenize::jieba_dictionary()).unwrap();
         let mut total = 0usize;
         let mut freq = HashMap::new();
         for line in text.lines() {

@@ -57,12 +57,18 @@ pub fn shared_jieba() -> Arc<Jieba> {
 
 /// A jieba-rs segmenter on jieba's dictionary.
 pub(crate) fn jieba() -> Jieba {
+    Jieba::with_dict(&mut jieba_dictionary().as_slice()).expect("jieba's dictionary parses")
+}
+
+/// jieba's dictionary (`word freq [tag]` lines), decompressed from the copy
+/// in the binary (`src/jieba/dict.txt.zst`, the file `build.rs` reads).
+pub(crate) fn jieba_dictionary() -> Vec<u8> {
     static DICT: &[u8] = include_bytes!("jieba/dict.txt.zst");
     let mut text = Vec::new();
     let mut dict = ruzstd::decoding::StreamingDecoder::new(DICT)
         .expect("src/jieba/dict.txt.zst is a zstd frame");
     std::io::Read::read_to_end(&mut dict, &mut text).expect("src/jieba/dict.txt.zst decompresses");
-    Jieba::with_dict(&mut text.as_slice()).expect("jieba's dictionary parses")
+    text
 }
 
 /// What cuts Han runs into words.
