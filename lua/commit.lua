@@ -5,7 +5,7 @@
 -- its recent record (codec.rs, encode_recent) in the bucket's r: string, so
 -- what a bucket received since the view (the handles after the view's
 -- counter) is read back with one GETRANGE: a record shows whether its article
--- meets this one (src/index/meet.rs) or may have its id.
+-- meets this one (src/index/meet.rs).
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"} |
 -- {"layout", label} (a bucket written with another key layout)
 
@@ -16,38 +16,38 @@ local indexed, root, root_hash, root_hint = ARGV[11] == '1', ARGV[12], ARGV[13],
 local default_shape, S, k, empty = ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]), ARGV[18]
 local record, known, FIRST_BUCKET = ARGV[19], k ~= nil, 20
 local packed = article_packed(article)
--- The keys, as bytes at their offsets in a record: the id hash (1), the four
--- blocks (4-10), the content hash (12), then the S lookup sketch hashes (20
--- on; key 6 + s is list s + 1 among the full-list flags); built at once.
+-- The keys, as bytes at their offsets in a record: the four blocks (4-10),
+-- the content hash (12), then the S lookup sketch hashes (20 on; key 5 + s is
+-- list s + 1 among the full-list flags); built at once.
 local sub = string.sub
-local tokens = {sub(record, 2, 4), sub(packed, 1, 2), sub(packed, 3, 4), sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, 16)}
-for s = 1, S do tokens[6 + s] = sub(packed, 13 + 4 * s, 16 + 4 * s) end
-local last = indexed and 6 + S or 5
--- Which key (t0..t1 of tokens) a record in `parts` (prelude.lua,
--- recent_records) has: 'id', a key's kind, or nil. A hit counts only at
--- its key's offset in a record of an article (first byte: 1 + its sketch's
--- length, 255: unbounded; 0: deleted), within the sketch for a sketch hash.
--- A list full in the view (`full`: '1') is never appended to: meeting only
--- through it is no conflict. One string.find per key over all records.
-local function conflict(parts, full, t0, t1)
+local tokens = {sub(packed, 1, 2), sub(packed, 3, 4), sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, 16)}
+for s = 1, S do tokens[5 + s] = sub(packed, 13 + 4 * s, 16 + 4 * s) end
+local last = indexed and 5 + S or 4
+-- Which key of this article's a record in `parts` (prelude.lua,
+-- recent_records) has: its kind, or nil. A hit counts only at its key's
+-- offset in a record of an article (first byte: 1 + its sketch's length,
+-- 255: unbounded; 0: deleted), within the sketch for a sketch hash. A list
+-- full in the view (`full`: '1') is never appended to: meeting only through
+-- it is no conflict. One string.find per key over all records.
+local function conflict(parts, full)
   for p = 1, #parts do
     local recs, stride = parts[p][1], parts[p][2]
-    for t = t0, t1 do
-      local pos = not (t >= 6 and string.byte(full, t - 5) == 49) and string.find(recs, tokens[t], 1, true)
+    for t = 1, last do
+      local pos = not (t >= 5 and string.byte(full, t - 4) == 49) and string.find(recs, tokens[t], 1, true)
       while pos do
         local off = (pos - 1) % stride
         local n = string.byte(recs, pos - off) - 1
-        if n >= 0 and ((t == 1 and off == 1) or (t > 1 and t <= 5 and off % 2 == 0 and off >= 4 and off <= 10)
-          or (t == 6 and off == 12) or (t > 6 and off >= 20 and off % 4 == 0 and (n == 254 or off < 20 + 4 * n))) then
-          return t == 1 and 'id' or (t <= 5 and 'block' or (t == 6 and 'content' or 'signature'))
+        if n >= 0 and ((t <= 4 and off % 2 == 0 and off >= 4 and off <= 10)
+          or (t == 5 and off == 12) or (t > 5 and off >= 20 and off % 4 == 0 and (n == 254 or off < 20 + 4 * n))) then
+          return t <= 4 and 'block' or (t == 5 and 'content' or 'signature')
         end
         pos = string.find(recs, tokens[t], pos + 1, true)
       end
     end
   end
 end
--- Validation: the live buckets are the view's, and each one that received
--- inserts since holds neither this id nor an article that meets this one.
+-- Validation: the live buckets are the view's, none holds this id, and each
+-- one that received inserts since holds no article that meets this one.
 local live = redis.call('ZRANGE', KEYS[1], '0', '-1')
 local own_counter, shapes = nil, {} -- the own bucket's n: as read here; shapes
 if ARGV[FIRST_BUCKET] == '-1' then
@@ -63,17 +63,16 @@ else
     if l == label then own_counter = nk end
     shapes[l] = nk[2]
     if nk[2] and nk[3] ~= LAYOUT then return {'layout', l} end
+    -- Stored already, anywhere in the window: this check is a replay.
+    if nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then return {'replay'} end
     if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end -- expired since
     local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1] or '0')
-    -- Far behind (a stalled worker): catching up is cheaper.
-    if inrange == '1' and to - from >= RECENT_SLOTS then return {'retry', 'behind'} end
-    local near = from <= to and to - from < RECENT_SLOTS
-    local parts = near and recent_records(P, l, from, to) or {}
-    -- The id hash is a hint (or the records are gone): the i: hash says.
-    if (conflict(parts, full, 1, 1) or (from <= to and not near)) and nk[2]
-      and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then return {'replay'} end
-    local why = inrange == '1' and conflict(parts, full, 2, last)
-    if why then return {'retry', why} end
+    if inrange == '1' then
+      -- Far behind (a stalled worker): catching up is cheaper.
+      if to - from >= RECENT_SLOTS then return {'retry', 'behind'} end
+      local why = from <= to and conflict(recent_records(P, l, from, to), full)
+      if why then return {'retry', why} end
+    end
   end
 end
 local function now_ms() local t = redis.call('TIME'); return t[1] * 1000 + math.floor(t[2] / 1000) end

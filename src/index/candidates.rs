@@ -1,113 +1,124 @@
-//! The candidate index: articles and the keys they are found through, held
-//! compactly. The embedded index keeps one for its window; a worker's view
-//! keeps one per live Redis bucket (`redis/view.rs`).
+//! The candidate index: which held articles a new one can meet, by the keys
+//! of [`super::meet`], held compactly. The embedded index keeps one for its
+//! window; a worker's view keeps one per live Redis bucket (`redis/view.rs`).
 //!
-//! An article is a *slot* (a `u32`). Its row — the packed fingerprint (the
-//! bytes an `a:` element holds, [`encode_fingerprint`]), then the caller's tail, which
-//! ends with the article's id — lives in one byte arena at a `u32` offset: no
-//! allocation per article. The article is filed under the keys of
-//! [`super::meet`]:
-//! - each of its four 16-bit SimHash blocks, in a dense table per position
-//!   (65,536 lists of slots, each slot with the SimHash's next block): a
-//!   check reads a row's SimHash only when that block is within the distance,
-//!   about 1 % of the listed articles, so a search scans arrays instead of
-//!   visiting rows;
-//! - its content hash and each lookup sketch hash, at most
-//!   [`LISTED_PER_HASH`] slots per hash, and its id, in hash tables of bare
-//!   slots: a slot's key is read back from its row, so a table entry costs
-//!   4 bytes and a control byte. The lookup hashes of every position share
-//!   one table, an entry naming the slot and the position whose hash it is
-//!   filed under, so a hash is one probe wherever it stands in a sketch.
+//! It holds keys, not articles: an article is a *slot* (a `u32`) with its
+//! SimHash, and the entries it is filed under. What a slot's article is —
+//! its whole fingerprint, id and verdict — its holder knows: the embedded
+//! index keeps it beside this index, a worker reads the few candidates a
+//! search finds from Redis. The entries live in dense tables of 65,536 lists,
+//! a list per value of a key's first 16 bits, each entry a slot and the next
+//! bits of its key:
+//! - per SimHash block position, the slots with that block value, each with
+//!   the SimHash's block at the next position: a search reads a slot's SimHash
+//!   only when that block is within the distance, about 1 % of the listed
+//!   articles, so it scans arrays instead of visiting articles;
+//! - by content hash: the slot and the hash's other 48 bits;
+//! - by lookup sketch hash, wherever the hash stands in a sketch: the slot and
+//!   the hash's other 16 bits.
 //!
-//! A removed article's row becomes garbage, reclaimed when it is half the
-//! arena; dropping a whole `Candidates` (an expired bucket) frees its articles
-//! at once.
+//! (Content and sketch hashes are mixed by a bijection first, so that any
+//! set of hashes spreads over the lists.)
 //!
-//! [`encode_fingerprint`]: super::redis::codec::encode_fingerprint
+//! The lists of a key hold its whole value, so a search compares no stored
+//! article. At most [`LISTED_PER_HASH`] slots are filed per content or sketch
+//! hash. An entry costs 6 bytes (10 for the content hash) and its share of a
+//! list's spare capacity; a table costs 0.5 MB while empty.
+//!
+//! A removed article is unfiled when its keys are given (the embedded index);
+//! otherwise (a worker's view, which keeps no keys) its entries stay and
+//! searches skip its slot, which is then never given to another article.
+//! Dropping a whole `Candidates` (an expired bucket) frees it at once.
 
-use std::hash::BuildHasher;
+use thin_vec::ThinVec;
 
-use hashbrown::HashTable;
-
-use super::redis::codec::{packed_parts, u32s};
+use super::meet::Keys;
 use super::LISTED_PER_HASH;
-use crate::decision::MAX_LOOKUP_SIGNATURES;
-use crate::fingerprint::Fingerprint;
-use crate::simhash::{blocks, hamming};
+use crate::simhash::hamming;
 
-/// `starts` of an empty slot.
-const GONE: u32 = u32::MAX;
-/// A row's head: the lengths of the packed fingerprint, the tail and the id
-/// (u16 LE each; article ids are at most [`MAX_ID_BYTES`]).
-///
-/// [`MAX_ID_BYTES`]: crate::article::MAX_ID_BYTES
-const HEAD: usize = 6;
-const BLOCK_VALUES: usize = 1 << 16;
-/// A sketch table entry: the slot in the low bits, the position of the
-/// lookup hash it is filed under above them.
-const SLOT_BITS: u32 = 28;
-const _: () = assert!(MAX_LOOKUP_SIGNATURES <= 1 << (32 - SLOT_BITS));
+/// The lists of one table: 65,536, a list per value of a key's first 16 bits.
+const LISTS: usize = 1 << 16;
 
-/// The articles and their keys. See the module documentation.
-#[derive(Debug)]
-pub(crate) struct Candidates {
-    /// How many of each sketch's smallest hashes an article is filed under.
-    lookup: usize,
-    /// Slots of removed articles are given to new ones (the embedded index);
-    /// otherwise slots are positions (a bucket's handles).
-    reuse_slots: bool,
-    rows: Rows,
-    free: Vec<u32>,
-    live: usize,
-    /// `4 × 65,536` lists, position-major; empty until an article is filed.
-    blocks: Vec<BlockList>,
-    content: HashTable<u32>,
-    /// The lookup hashes: an entry `slot | i << SLOT_BITS` is filed under
-    /// the slot's `i`-th sketch hash.
-    sketch: HashTable<u32>,
-    ids: HashTable<u32>,
+/// What a slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// Nothing: never given, or its article removed.
+    Gone,
+    /// An article that is not filed (its fingerprint is empty), or whose
+    /// entries were removed with it.
+    Unfiled,
+    /// An article filed under its keys.
+    Filed,
 }
 
-/// The slots of one block value at one position, each with its SimHash's
-/// block at the next position (cyclically): `[slot low, slot high, block]`,
-/// 6 bytes an entry and one allocation a list.
-type BlockList = Vec<[u16; 3]>;
+/// Tables of lists of `W`-wide entries: `[slot low, slot high, key bits…]`.
+/// `ThinVec`: an empty list is one pointer, so a table costs 0.5 MB before
+/// its first entry.
+#[derive(Debug, Default)]
+struct Lists<const W: usize> {
+    lists: Vec<ThinVec<[u16; W]>>,
+}
 
-fn entry_slot(e: &[u16; 3]) -> u32 {
+impl<const W: usize> Lists<W> {
+    /// List `i` of `table`, created with `tables` tables on the first filing.
+    fn push(&mut self, tables: usize, i: usize, entry: [u16; W]) {
+        if self.lists.is_empty() {
+            self.lists = vec![ThinVec::new(); tables * LISTS];
+        }
+        self.lists[i].push(entry);
+    }
+
+    fn get(&self, i: usize) -> &[[u16; W]] {
+        self.lists.get(i).map_or(&[], |l| &l[..])
+    }
+
+    /// Remove `slot`'s entry from list `i`.
+    fn unfile(&mut self, i: usize, slot: u32) {
+        if let Some(list) = self.lists.get_mut(i) {
+            if let Some(at) = list.iter().position(|e| slot_of(e) == slot) {
+                list.remove(at);
+            }
+            if list.is_empty() {
+                *list = ThinVec::new();
+            }
+        }
+    }
+}
+
+fn slot_of<const W: usize>(e: &[u16; W]) -> u32 {
     u32::from(e[0]) | u32::from(e[1]) << 16
 }
 
-/// The block at the position after `p`.
-fn next_block(simhash: u64, p: usize) -> u16 {
-    blocks(simhash)[(p + 1) % 4]
+fn entry<const W: usize>(slot: u32, bits: [u16; W]) -> [u16; W] {
+    let mut e = bits;
+    e[0] = slot as u16;
+    e[1] = (slot >> 16) as u16;
+    e
 }
 
-#[derive(Debug, Default)]
-struct Rows {
-    arena: Vec<u8>,
-    /// Where each slot's row starts in `arena`, [`GONE`] for an empty slot.
-    starts: Vec<u32>,
-    /// Bytes of `arena` no row uses.
-    garbage: usize,
+/// The content list of `hash` and its entry's key bits: those of the hash
+/// mixed by a bijection (murmur3's finalizer), so that hashes of any
+/// distribution spread over the lists and an entry still holds its key whole.
+fn content_key(hash: u64) -> (usize, [u16; 5]) {
+    let mut m = (hash ^ (hash >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    m = (m ^ (m >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    m ^= m >> 33;
+    let part = |shift: u32| (m >> shift) as u16;
+    ((m >> 48) as usize, [0, 0, part(32), part(16), part(0)])
 }
 
-/// Which table a slot is filed in.
-#[derive(Clone, Copy)]
-enum Key {
-    Content,
-    Sketch,
-    Id,
+/// The sketch list of `hash` and its entry's key bits, mixed as in
+/// [`content_key`] (murmur3's 32-bit finalizer).
+fn sketch_key(hash: u32) -> (usize, [u16; 3]) {
+    let mut m = (hash ^ (hash >> 16)).wrapping_mul(0x85eb_ca6b);
+    m = (m ^ (m >> 13)).wrapping_mul(0xc2b2_ae35);
+    m ^= m >> 16;
+    ((m >> 16) as usize, [0, 0, m as u16])
 }
 
-/// The sketch table entry of `slot` filed under its `i`-th lookup hash.
-fn sketch_entry(slot: u32, i: usize) -> u32 {
-    slot | (i as u32) << SLOT_BITS
-}
-
-/// The slot and the lookup position of a table entry (position 0 outside
-/// the sketch table).
-fn entry_parts(e: u32) -> (u32, usize) {
-    (e & ((1 << SLOT_BITS) - 1), (e >> SLOT_BITS) as usize)
+/// The SimHash whose blocks are `blocks`, most significant first.
+fn simhash_of(blocks: [u16; 4]) -> u64 {
+    blocks.iter().fold(0, |h, &b| h << 16 | u64::from(b))
 }
 
 /// What a search found.
@@ -123,130 +134,40 @@ pub(crate) struct Found {
     pub(crate) full: Vec<bool>,
 }
 
-fn mix(key: u64) -> u64 {
-    // The murmur3 finalizer: hashbrown takes the table position from the low
-    // bits and a tag from the top 7.
-    let k = (key ^ (key >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-    let k = (k ^ (k >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    k ^ (k >> 33)
-}
-
-fn id_key(id: &[u8]) -> u64 {
-    rustc_hash::FxBuildHasher.hash_one(id)
-}
-
-impl Rows {
-    fn row(&self, slot: u32) -> Option<(&[u8], &[u8], usize)> {
-        let start = *self.starts.get(slot as usize)? as usize;
-        if start == GONE as usize {
-            return None;
-        }
-        let (packed_len, tail_len, id_len) = Rows::head(&self.arena, start);
-        let packed = &self.arena[start + HEAD..start + HEAD + packed_len];
-        let tail = &self.arena[start + HEAD + packed_len..start + HEAD + packed_len + tail_len];
-        Some((packed, tail, id_len))
-    }
-
-    fn head(arena: &[u8], start: usize) -> (usize, usize, usize) {
-        let h = &arena[start..start + HEAD];
-        let u16_at = |i: usize| usize::from(u16::from_le_bytes([h[i], h[i + 1]]));
-        (u16_at(0), u16_at(2), u16_at(4))
-    }
-
-    fn simhash(&self, slot: u32) -> u64 {
-        let start = self.starts[slot as usize] as usize + HEAD;
-        u64::from_le_bytes(self.arena[start..start + 8].try_into().expect("8 bytes"))
-    }
-
-    fn id(&self, slot: u32) -> Option<&[u8]> {
-        let (_, tail, id_len) = self.row(slot)?;
-        Some(&tail[tail.len() - id_len..])
-    }
-
-    /// The key table `key`'s entry `e` is filed under.
-    fn key(&self, e: u32, key: Key) -> Option<u64> {
-        let (slot, i) = entry_parts(e);
-        match key {
-            Key::Id => self.id(slot).map(id_key),
-            Key::Content => packed_parts(self.row(slot)?.0).map(|k| k.1),
-            Key::Sketch => u32s(packed_parts(self.row(slot)?.0)?.2)
-                .nth(i)
-                .map(u64::from),
-        }
-    }
-
-    /// Copy the live rows to a new arena, in slot order.
-    fn compact(&mut self) {
-        let mut arena = Vec::with_capacity(self.arena.len() - self.garbage);
-        for start in &mut self.starts {
-            if *start == GONE {
-                continue;
-            }
-            let from = *start as usize;
-            let (packed_len, tail_len, _) = Rows::head(&self.arena, from);
-            *start = arena.len() as u32;
-            arena.extend_from_slice(&self.arena[from..from + HEAD + packed_len + tail_len]);
-        }
-        self.arena = arena;
-        self.garbage = 0;
-    }
-}
-
-/// The slots of `table` filed under `key`.
-fn listed<'a>(
-    table: &'a HashTable<u32>,
-    rows: &'a Rows,
-    which: Key,
-    key: u64,
-) -> impl Iterator<Item = u32> + 'a {
-    table
-        .iter_hash(mix(key))
-        .copied()
-        .filter(move |&e| rows.key(e, which) == Some(key))
-        .map(|e| entry_parts(e).0)
-}
-
-/// The hash of the key table `which`'s entries are filed under, read back
-/// from their rows: what a table needs to move its entries when it grows.
-fn rehash(rows: &Rows, which: Key) -> impl Fn(&u32) -> u64 + '_ {
-    move |&e| mix(rows.key(e, which).unwrap_or(0))
-}
-
-fn file(table: &mut HashTable<u32>, rows: &Rows, which: Key, key: u64, entry: u32) {
-    table.insert_unique(mix(key), entry, rehash(rows, which));
-}
-
-fn unfile(table: &mut HashTable<u32>, key: u64, entry: u32) {
-    if let Ok(found) = table.find_entry(mix(key), |&e| e == entry) {
-        found.remove();
-    }
+/// The keys of the articles held. See the module documentation.
+#[derive(Debug)]
+pub(crate) struct Candidates {
+    /// Slots of removed (and unfiled) articles are given to new ones (the
+    /// embedded index); otherwise slots are positions (a bucket's handles).
+    reuse_slots: bool,
+    simhashes: Vec<u64>,
+    held: Vec<Held>,
+    free: Vec<u32>,
+    live: usize,
+    /// Four tables, position-major: `[slot, block at the next position]`.
+    blocks: Lists<3>,
+    content: Lists<5>,
+    sketch: Lists<3>,
 }
 
 impl Candidates {
-    pub(crate) fn new(lookup: usize, reuse_slots: bool) -> Candidates {
+    pub(crate) fn new(reuse_slots: bool) -> Candidates {
         Candidates {
-            lookup,
             reuse_slots,
-            rows: Rows::default(),
+            simhashes: Vec::new(),
+            held: Vec::new(),
             free: Vec::new(),
             live: 0,
-            blocks: Vec::new(),
-            content: HashTable::new(),
-            sketch: HashTable::new(),
-            ids: HashTable::new(),
+            blocks: Lists::default(),
+            content: Lists::default(),
+            sketch: Lists::default(),
         }
     }
 
-    /// Make room for `more` articles in the hash tables, so that filing them
-    /// does not grow a table one doubling at a time: each growth reads back
-    /// the key of every entry from its row.
+    /// Make room for `more` slots at once.
     pub(crate) fn reserve(&mut self, more: usize) {
-        let rows = &self.rows;
-        self.ids.reserve(more, rehash(rows, Key::Id));
-        self.content.reserve(more, rehash(rows, Key::Content));
-        self.sketch
-            .reserve(more * self.lookup, rehash(rows, Key::Sketch));
-        self.rows.starts.reserve(more);
+        self.simhashes.reserve(more);
+        self.held.reserve(more);
     }
 
     /// Articles held.
@@ -254,188 +175,143 @@ impl Candidates {
         self.live
     }
 
-    /// The next slot is empty (a bucket's handle of a deleted article).
-    pub(crate) fn skip(&mut self) {
-        self.rows.starts.push(GONE);
+    fn is_live(&self, slot: u32) -> bool {
+        self.held
+            .get(slot as usize)
+            .is_some_and(|&h| h != Held::Gone)
     }
 
-    /// Store an article: `packed` as [`encode_fingerprint`] packs it, `tail`
-    /// ending with its id of `id_len` bytes; `filed`: whether it is found
-    /// through its keys (not when its fingerprint is empty). Another article
-    /// of the same id is no longer found by [`Self::find_id`]. Returns its
-    /// slot, or why it cannot be held.
-    ///
-    /// [`encode_fingerprint`]: super::redis::codec::encode_fingerprint
-    pub(crate) fn insert(
-        &mut self,
-        packed: &[u8],
-        tail: &[u8],
-        id_len: usize,
-        filed: bool,
-    ) -> Result<u32, String> {
-        let (simhash, content, sketch, _) = packed_parts(packed)
-            .ok_or_else(|| format!("packed fingerprint of {} bytes", packed.len()))?;
-        let packed_len = u16::try_from(packed.len())
-            .map_err(|_| format!("packed fingerprint of {} bytes", packed.len()))?;
-        let tail_len =
-            u16::try_from(tail.len()).map_err(|_| format!("{} bytes of meta", tail.len()))?;
-        let id_len16 = u16::try_from(id_len)
-            .ok()
-            .filter(|_| id_len <= tail.len())
-            .ok_or_else(|| format!("id of {id_len} bytes"))?;
-        let start = u32::try_from(self.rows.arena.len())
-            .ok()
-            .filter(|&s| s != GONE)
-            .ok_or("4 GiB of articles in one candidate index")?;
-        let arena = &mut self.rows.arena;
-        arena.extend_from_slice(&packed_len.to_le_bytes());
-        arena.extend_from_slice(&tail_len.to_le_bytes());
-        arena.extend_from_slice(&id_len16.to_le_bytes());
-        arena.extend_from_slice(packed);
-        arena.extend_from_slice(tail);
+    /// The next slot is empty (a bucket's handle of a deleted article).
+    pub(crate) fn skip(&mut self) {
+        self.simhashes.push(0);
+        self.held.push(Held::Gone);
+    }
+
+    /// Hold an article found through `keys` (`None`: an empty fingerprint,
+    /// held but never found). Returns its slot, or why it cannot be held.
+    pub(crate) fn insert(&mut self, keys: Option<&Keys>) -> Result<u32, String> {
+        let held = if keys.is_some() {
+            Held::Filed
+        } else {
+            Held::Unfiled
+        };
+        let simhash = keys.map_or(0, |k| simhash_of(k.blocks));
         let slot = match self.free.pop().filter(|_| self.reuse_slots) {
             Some(s) => {
-                self.rows.starts[s as usize] = start;
+                self.simhashes[s as usize] = simhash;
+                self.held[s as usize] = held;
                 s
             }
             None => {
-                if self.rows.starts.len() >= 1 << SLOT_BITS {
-                    return Err(format!(
-                        "{} slots in one candidate index",
-                        1u32 << SLOT_BITS
-                    ));
-                }
-                self.rows.starts.push(start);
-                (self.rows.starts.len() - 1) as u32
+                let s = u32::try_from(self.held.len())
+                    .map_err(|_| "2^32 slots in one candidate index".to_owned())?;
+                self.simhashes.push(simhash);
+                self.held.push(held);
+                s
             }
         };
         self.live += 1;
-        let id = &tail[tail.len() - id_len..];
-        if let Some(other) = self.find_id_bytes(id) {
-            unfile(&mut self.ids, id_key(id), other);
-        }
-        file(&mut self.ids, &self.rows, Key::Id, id_key(id), slot);
-        if !filed {
+        let Some(keys) = keys else {
             return Ok(slot);
-        }
-        if self.blocks.is_empty() {
-            self.blocks = vec![BlockList::new(); 4 * BLOCK_VALUES];
-        }
-        for (p, b) in blocks(simhash).into_iter().enumerate() {
-            let list = &mut self.blocks[p * BLOCK_VALUES + usize::from(b)];
-            list.push([slot as u16, (slot >> 16) as u16, next_block(simhash, p)]);
+        };
+        for (p, &b) in keys.blocks.iter().enumerate() {
+            let next = keys.blocks[(p + 1) % 4];
+            let e = entry(slot, [0, 0, next]);
+            self.blocks.push(4, p * LISTS + usize::from(b), e);
         }
         // The first LISTED_PER_HASH articles of a hash only.
-        if listed(&self.content, &self.rows, Key::Content, content).count() < LISTED_PER_HASH {
-            file(&mut self.content, &self.rows, Key::Content, content, slot);
+        let (i, bits) = content_key(keys.content);
+        if self.listed(self.content.get(i), bits).count() < LISTED_PER_HASH {
+            self.content.push(1, i, entry(slot, bits));
         }
-        for (i, s) in u32s(sketch).take(self.lookup).enumerate() {
-            let key = u64::from(s);
-            if listed(&self.sketch, &self.rows, Key::Sketch, key).count() < LISTED_PER_HASH {
-                let entry = sketch_entry(slot, i);
-                file(&mut self.sketch, &self.rows, Key::Sketch, key, entry);
+        for &s in keys.lookup {
+            let (i, bits) = sketch_key(s);
+            if self.listed(self.sketch.get(i), bits).count() < LISTED_PER_HASH {
+                self.sketch.push(1, i, entry(slot, bits));
             }
         }
         Ok(slot)
     }
 
-    /// Remove the article in `slot`; whether there was one.
-    pub(crate) fn remove(&mut self, slot: u32) -> bool {
-        let Some((packed, tail, id_len)) = self.rows.row(slot) else {
+    /// Remove the article in `slot`; whether there was one. `keys`: those it
+    /// was filed under, to unfile it; without them its entries stay (skipped
+    /// by searches) and its slot is not given again.
+    pub(crate) fn remove(&mut self, slot: u32, keys: Option<&Keys>) -> bool {
+        let Some(held) = self.held.get_mut(slot as usize) else {
             return false;
         };
-        let len = HEAD + packed.len() + tail.len();
-        let id = id_key(&tail[tail.len() - id_len..]);
-        if let Some((simhash, content, sketch, _)) = packed_parts(packed) {
-            for (p, b) in blocks(simhash).into_iter().enumerate() {
-                if let Some(list) = self.blocks.get_mut(p * BLOCK_VALUES + usize::from(b)) {
-                    if let Some(at) = list.iter().position(|e| entry_slot(e) == slot) {
-                        list.remove(at);
-                    }
-                    if list.is_empty() {
-                        *list = BlockList::new();
-                    }
+        let was = std::mem::replace(held, Held::Gone);
+        if was == Held::Gone {
+            return false;
+        }
+        self.live -= 1;
+        match (was, keys) {
+            (Held::Filed, None) => return true,
+            (Held::Filed, Some(keys)) => {
+                for (p, &b) in keys.blocks.iter().enumerate() {
+                    self.blocks.unfile(p * LISTS + usize::from(b), slot);
+                }
+                self.content.unfile(content_key(keys.content).0, slot);
+                for &s in keys.lookup {
+                    self.sketch.unfile(sketch_key(s).0, slot);
                 }
             }
-            unfile(&mut self.content, content, slot);
-            for (i, s) in u32s(sketch).take(self.lookup).enumerate() {
-                unfile(&mut self.sketch, u64::from(s), sketch_entry(slot, i));
-            }
+            _ => {}
         }
-        unfile(&mut self.ids, id, slot);
-        self.rows.starts[slot as usize] = GONE;
-        self.rows.garbage += len;
-        self.live -= 1;
         if self.reuse_slots {
             self.free.push(slot);
-        }
-        if self.rows.garbage > 1 << 16 && self.rows.garbage * 2 > self.rows.arena.len() {
-            self.rows.compact();
         }
         true
     }
 
-    /// The article in `slot`: its packed fingerprint and the tail stored
-    /// with it.
-    pub(crate) fn row(&self, slot: u32) -> Option<(&[u8], &[u8])> {
-        self.rows.row(slot).map(|(packed, tail, _)| (packed, tail))
+    /// The live slots of `list` whose entries carry the key bits of `bits`.
+    fn listed<'a, const W: usize>(
+        &'a self,
+        list: &'a [[u16; W]],
+        bits: [u16; W],
+    ) -> impl Iterator<Item = u32> + 'a {
+        list.iter()
+            .filter(move |e| e[2..] == bits[2..])
+            .map(slot_of)
+            .filter(|&s| self.is_live(s))
     }
 
-    /// The id of the article in `slot`.
-    pub(crate) fn id(&self, slot: u32) -> Option<&str> {
-        std::str::from_utf8(self.rows.id(slot)?).ok()
-    }
-
-    /// The slot of the article with id `id`.
-    pub(crate) fn find_id(&self, id: &str) -> Option<u32> {
-        self.find_id_bytes(id.as_bytes())
-    }
-
-    fn find_id_bytes(&self, id: &[u8]) -> Option<u32> {
-        self.ids
-            .find(mix(id_key(id)), |&s| self.rows.id(s) == Some(id))
-            .copied()
-    }
-
-    /// Whether an article has SimHash block `value` at position `p`.
+    /// Whether a held article has SimHash block `value` at position `p`.
     pub(crate) fn has_block(&self, p: usize, value: u16) -> bool {
         self.blocks
-            .get(p * BLOCK_VALUES + usize::from(value))
-            .is_some_and(|l| !l.is_empty())
+            .get(p * LISTS + usize::from(value))
+            .iter()
+            .any(|e| self.is_live(slot_of(e)))
     }
 
-    /// The candidates of `fp` (not empty): the articles whose SimHash shares
-    /// a block with its and is within `max_distance` bits, and those listed
-    /// under its content hash or a lookup sketch hash.
-    pub(crate) fn find(&self, fp: &Fingerprint, max_distance: u32) -> Found {
+    /// The candidates of an article found through `keys`: the articles whose
+    /// SimHash shares a block with its and is within `max_distance` bits, and
+    /// those listed under its content hash or a lookup hash.
+    pub(crate) fn find(&self, keys: &Keys, max_distance: u32) -> Found {
         let mut found = Found::default();
-        if !self.blocks.is_empty() {
-            for (p, b) in blocks(fp.simhash).into_iter().enumerate() {
-                let list = &self.blocks[p * BLOCK_VALUES + usize::from(b)];
-                let next = next_block(fp.simhash, p);
-                found.examined += list.len();
-                for e in list {
-                    if (e[2] ^ next).count_ones() <= max_distance
-                        && hamming(self.rows.simhash(entry_slot(e)), fp.simhash) <= max_distance
-                    {
-                        found.slots.push(entry_slot(e));
-                    }
+        let simhash = simhash_of(keys.blocks);
+        for (p, &b) in keys.blocks.iter().enumerate() {
+            let list = self.blocks.get(p * LISTS + usize::from(b));
+            let next = keys.blocks[(p + 1) % 4];
+            found.examined += list.len();
+            for e in list {
+                let s = slot_of(e);
+                if (e[2] ^ next).count_ones() <= max_distance
+                    && self.is_live(s)
+                    && hamming(self.simhashes[s as usize], simhash) <= max_distance
+                {
+                    found.slots.push(s);
                 }
             }
         }
         let near = found.slots.len();
-        let before = found.slots.len();
-        found
-            .slots
-            .extend(listed(&self.content, &self.rows, Key::Content, fp.content));
-        found
-            .full
-            .push(found.slots.len() - before >= LISTED_PER_HASH);
-        for &s in fp.lookup_signatures(self.lookup) {
+        let (i, bits) = content_key(keys.content);
+        found.slots.extend(self.listed(self.content.get(i), bits));
+        found.full.push(found.slots.len() - near >= LISTED_PER_HASH);
+        for &s in keys.lookup {
+            let (i, bits) = sketch_key(s);
             let before = found.slots.len();
-            found
-                .slots
-                .extend(listed(&self.sketch, &self.rows, Key::Sketch, u64::from(s)));
+            found.slots.extend(self.listed(self.sketch.get(i), bits));
             found
                 .full
                 .push(found.slots.len() - before >= LISTED_PER_HASH);
@@ -450,19 +326,9 @@ impl Candidates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::redis::codec::encode_fingerprint;
+    use crate::fingerprint::Fingerprint;
 
-    fn packed(simhash: u64, content: u64, sketch: &[u32]) -> Vec<u8> {
-        encode_fingerprint(&Fingerprint {
-            simhash,
-            content,
-            signatures: sketch.to_vec(),
-            words: 1,
-            numbers: vec![3],
-        })
-    }
-
-    fn probe(simhash: u64, content: u64, sketch: &[u32]) -> Fingerprint {
+    fn fp(simhash: u64, content: u64, sketch: &[u32]) -> Fingerprint {
         Fingerprint {
             simhash,
             content,
@@ -472,68 +338,68 @@ mod tests {
         }
     }
 
+    fn insert(c: &mut Candidates, f: &Fingerprint, lookup: usize) -> u32 {
+        c.insert(Keys::of(f, lookup).as_ref()).unwrap()
+    }
+
+    fn find(c: &Candidates, f: &Fingerprint, lookup: usize, distance: u32) -> Found {
+        c.find(&Keys::of(f, lookup).unwrap(), distance)
+    }
+
     #[test]
     fn finds_by_near_simhash_content_and_lookup_hash_within_the_bound() {
-        let mut c = Candidates::new(2, true);
-        let a = c.insert(&packed(0xffff, 1, &[5, 6, 7]), b"meta a", 1, true);
-        assert_eq!(a, Ok(0));
+        let mut c = Candidates::new(true);
+        assert_eq!(insert(&mut c, &fp(0xffff, 1, &[5, 6, 7]), 2), 0);
         // Bits 48+ differ by 4 from a's: shares blocks, too far.
-        c.insert(&packed(0x000f_ffff, 2, &[8]), b"b", 1, true)
-            .unwrap();
-        let f = c.find(&probe(0xfffe, 9, &[1]), 3);
+        insert(&mut c, &fp(0x000f_ffff, 2, &[8]), 2);
+        let f = find(&c, &fp(0xfffe, 9, &[1]), 2, 3);
         assert_eq!(
             (f.slots, f.examined, f.full),
             (vec![0], 5, vec![false, false])
         );
-        assert_eq!(c.find(&probe(0, 2, &[6, 9]), 0).slots, [0, 1]);
+        assert_eq!(find(&c, &fp(0, 2, &[6, 9]), 2, 0).slots, [0, 1]);
         // The third sketch hash is not a lookup hash.
-        assert!(c.find(&probe(1 << 40, 3, &[7]), 0).slots.is_empty());
+        assert!(find(&c, &fp(1 << 40, 3, &[7]), 2, 0).slots.is_empty());
+        assert!(find(&c, &fp(1 << 40, 1 << 20 | 1, &[4]), 2, 0)
+            .slots
+            .is_empty());
         // The first LISTED_PER_HASH of a hash only; a removal frees a place.
-        let listed = |c: &Candidates| c.find(&probe(0, 42, &[]), 0);
-        for i in 0..=LISTED_PER_HASH {
-            let id = format!("x{i}");
-            c.insert(&packed(u64::MAX, 42, &[]), id.as_bytes(), 2, true)
-                .unwrap();
+        let listed = |c: &Candidates| find(c, &fp(0, 42, &[]), 2, 0);
+        let many = fp(u64::MAX, 42, &[]);
+        for _ in 0..=LISTED_PER_HASH {
+            insert(&mut c, &many, 2);
         }
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH);
         assert!(listed(&c).full[0]);
-        assert!(c.remove(2) && !c.remove(2));
+        let keys = Keys::of(&many, 2).unwrap();
+        assert!(c.remove(2, Some(&keys)) && !c.remove(2, Some(&keys)));
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH - 1);
-        assert_eq!(c.find_id("x8"), Some(LISTED_PER_HASH as u32 + 2));
-        assert_eq!(c.insert(&packed(7, 42, &[]), b"x9", 2, true), Ok(2));
+        // The freed slot is given again.
+        assert_eq!(insert(&mut c, &fp(7, 42, &[]), 2), 2);
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH);
         assert!(!c.has_block(0, 0x1234) && c.has_block(3, 0xffff));
     }
 
     #[test]
     fn a_lookup_hash_is_listed_once_wherever_it_stands_in_a_sketch() {
-        let mut c = Candidates::new(3, true);
+        let mut c = Candidates::new(true);
         // Hash 9 at positions 0, 1 and 2 of three articles; 8 elsewhere.
-        c.insert(&packed(1 << 20, 1, &[9, 10]), b"a", 1, true)
-            .unwrap();
-        c.insert(&packed(2 << 20, 2, &[5, 9]), b"b", 1, true)
-            .unwrap();
-        c.insert(&packed(3 << 20, 3, &[4, 8, 9]), b"c", 1, true)
-            .unwrap();
-        assert_eq!(c.find(&probe(0, 0, &[9]), 0).slots, [0, 1, 2]);
-        assert_eq!(c.find(&probe(0, 0, &[8]), 0).slots, [2]);
-        // Removing one unfiles it at its own position only.
-        assert!(c.remove(1));
-        assert_eq!(c.find(&probe(0, 0, &[9]), 0).slots, [0, 2]);
-        assert_eq!(c.find(&probe(0, 0, &[5]), 0).slots, Vec::<u32>::new());
+        let b = fp(2 << 20, 2, &[5, 9]);
+        insert(&mut c, &fp(1 << 20, 1, &[9, 10]), 3);
+        insert(&mut c, &b, 3);
+        insert(&mut c, &fp(3 << 20, 3, &[4, 8, 9]), 3);
+        assert_eq!(find(&c, &fp(0, 0, &[9]), 3, 0).slots, [0, 1, 2]);
+        assert_eq!(find(&c, &fp(0, 0, &[8]), 3, 0).slots, [2]);
+        // Removing one unfiles it everywhere.
+        assert!(c.remove(1, Keys::of(&b, 3).as_ref()));
+        assert_eq!(find(&c, &fp(0, 0, &[9]), 3, 0).slots, [0, 2]);
+        assert!(find(&c, &fp(0, 0, &[5]), 3, 0).slots.is_empty());
         // The bound counts the listings at every position together.
         for i in 0..LISTED_PER_HASH {
             let sketch = [1, 2, 9];
-            let id = format!("x{i}");
-            c.insert(
-                &packed(u64::from(i as u32) << 40, 7, &sketch[i % 3..]),
-                id.as_bytes(),
-                2,
-                true,
-            )
-            .unwrap();
+            insert(&mut c, &fp((i as u64) << 40, 7, &sketch[i % 3..]), 3);
         }
-        let f = c.find(&probe(0, 0, &[9]), 0);
+        let f = find(&c, &fp(0, 0, &[9]), 3, 0);
         assert_eq!(
             (f.slots.len(), f.full),
             (LISTED_PER_HASH, vec![false, true])
@@ -541,24 +407,23 @@ mod tests {
     }
 
     #[test]
-    fn ids_find_the_newest_and_rows_survive_compaction() {
-        let mut c = Candidates::new(4, false);
-        let big = vec![b'm'; 40_000];
-        c.insert(&packed(1, 1, &[1]), &big, 3, true).unwrap();
+    fn a_slot_removed_without_its_keys_is_skipped_and_never_given_again() {
+        let mut c = Candidates::new(true);
+        let a = fp(0xabcd, 5, &[3]);
+        insert(&mut c, &a, 1);
         c.skip();
-        c.insert(&packed(2, 2, &[2]), b"idx", 3, false).unwrap();
-        assert_eq!(c.find_id("mmm"), Some(0));
-        c.insert(&packed(3, 3, &[3]), &big, 3, true).unwrap();
-        assert_eq!((c.find_id("mmm"), c.len()), (Some(3), 3));
-        // Removing both big rows leaves most of the arena unused: compacted.
-        assert!(c.remove(0) && c.remove(3));
-        assert!(c.rows.arena.len() < 100);
-        assert_eq!(c.row(2).map(|r| r.1), Some(&b"idx"[..]));
-        assert_eq!(c.find_id("mmm"), None);
-        assert_eq!(c.insert(&packed(3, 3, &[3]), b"mmm", 3, true), Ok(4));
-        assert_eq!(c.find_id("mmm"), Some(4));
-        // Not filed: found by id only.
-        assert!(c.find(&probe(2, 2, &[2]), 0).slots.is_empty());
-        assert_eq!(c.find(&probe(3, 3, &[]), 0).slots, [4]);
+        // Not filed: held, never found.
+        assert_eq!(c.insert(None), Ok(2));
+        assert_eq!(c.len(), 2);
+        assert!(c.remove(0, None) && !c.remove(1, None));
+        assert_eq!(c.len(), 1);
+        assert!(find(&c, &a, 1, 3).slots.is_empty());
+        assert!(!c.has_block(3, 0xabcd));
+        // Its entries are still listed: slot 0 stays retired.
+        assert_eq!(insert(&mut c, &a, 1), 3);
+        assert_eq!(find(&c, &a, 1, 0).slots, [3]);
+        // An unfiled article leaves nothing behind: its slot is reused.
+        assert!(c.remove(2, None));
+        assert_eq!(insert(&mut c, &fp(1, 1, &[]), 1), 2);
     }
 }

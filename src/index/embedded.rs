@@ -8,10 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::candidates::Candidates;
-use super::redis::codec::{
-    decode_fingerprint, decode_meta, encode_fingerprint, encode_meta, packed_parts, u16s, u32s,
-    Meta,
-};
+use super::meet::Keys;
+use super::redis::codec::{decode_meta, encode_meta};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
@@ -21,21 +19,26 @@ const BUCKET_MS: i64 = 3600 * 1000;
 
 #[derive(Debug)]
 struct State {
-    /// Rows: the event time (i64 LE), then the meta ([`encode_meta`], its
-    /// time offset 0).
-    articles: Candidates,
+    /// The keys the held articles are found through; slot `s` is `rows[s]`.
+    candidates: Candidates,
+    rows: Vec<Option<Row>>,
+    /// The slot of each id held.
+    ids: HashMap<String, u32>,
     /// The duplicates linked to each cluster root that has any, by slot.
     duplicates: HashMap<u32, Vec<u32>>,
     by_bucket: BTreeMap<i64, Vec<u32>>,
     newest_ms: Option<i64>,
 }
 
-/// An article as its row holds it.
+/// A held article.
+#[derive(Debug)]
 struct Row {
-    slot: u32,
+    id: String,
     ts_ms: i64,
-    meta: Meta,
     fingerprint: Fingerprint,
+    /// As Redis stores it (an overlap in hundredths), so both indexes answer
+    /// a replay alike.
+    verdict: Verdict,
 }
 
 /// An [`Index`] held in memory.
@@ -49,7 +52,9 @@ impl EmbeddedIndex {
     pub fn new(config: DecisionConfig) -> Self {
         Self {
             state: Mutex::new(State {
-                articles: Candidates::new(config.lookup_signatures, true),
+                candidates: Candidates::new(true),
+                rows: Vec::new(),
+                ids: HashMap::new(),
                 duplicates: HashMap::new(),
                 by_bucket: BTreeMap::new(),
                 newest_ms: None,
@@ -64,7 +69,7 @@ impl EmbeddedIndex {
 
     /// Number of articles held.
     pub fn len(&self) -> usize {
-        self.lock().articles.len()
+        self.lock().candidates.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -85,7 +90,7 @@ impl EmbeddedIndex {
             return outcome;
         }
         let (verdict, examined) = state.decide(entry, &self.config);
-        state.insert(entry, verdict.clone());
+        state.insert(entry, verdict.clone(), &self.config);
         Outcome {
             verdict,
             replayed: false,
@@ -109,41 +114,42 @@ impl EmbeddedIndex {
 
     pub fn delete_now(&self, id: &str) -> bool {
         let mut state = self.lock();
-        match state.articles.find_id(id) {
-            Some(slot) => state.remove(slot),
+        match state.ids.get(id) {
+            Some(&slot) => state.remove(slot, &self.config),
             None => false,
         }
     }
 
     pub fn get_now(&self, id: &str) -> Option<StoredArticle> {
-        let row = self.lock().live_row(id, &self.config)?;
+        let state = self.lock();
+        let row = state.live_row(id, &self.config)?.1;
         Some(StoredArticle {
-            id: row.meta.id,
+            id: row.id.clone(),
             ts_ms: row.ts_ms,
-            fingerprint: row.fingerprint,
-            verdict: row.meta.verdict,
+            fingerprint: row.fingerprint.clone(),
+            verdict: row.verdict.clone(),
         })
     }
 
     pub fn cluster_now(&self, id: &str) -> Option<Cluster> {
         let state = self.lock();
-        let row = state.live_row(id, &self.config)?;
-        let root = match row.meta.verdict {
-            Verdict::Unique => row.meta.id.clone(),
-            Verdict::Duplicate(d) => d.dup_of,
+        let (_, row) = state.live_row(id, &self.config)?;
+        let root = match &row.verdict {
+            Verdict::Unique => row.id.clone(),
+            Verdict::Duplicate(d) => d.dup_of.clone(),
         };
         let mut duplicates: Vec<String> = match state.live_row(&root, &self.config) {
-            Some(root_row) => state
+            Some((root_slot, _)) => state
                 .duplicates
-                .get(&root_row.slot)
+                .get(&root_slot)
                 .into_iter()
                 .flatten()
-                .filter_map(|&s| state.row(s))
-                .map(|r| r.meta.id)
+                .filter_map(|&s| state.rows[s as usize].as_ref())
+                .map(|r| r.id.clone())
                 .collect(),
             // The root was deleted or expired: the duplicates still known are those
             // whose verdict names it; only this one is at hand without a scan.
-            None => vec![row.meta.id],
+            None => vec![row.id.clone()],
         };
         duplicates.retain(|d| state.live_row(d, &self.config).is_some());
         duplicates.sort();
@@ -163,34 +169,24 @@ impl State {
             }
             let slots = self.by_bucket.remove(&bucket).unwrap_or_default();
             for slot in slots {
-                self.remove(slot);
+                self.remove(slot, cfg);
             }
         }
     }
 
-    fn row(&self, slot: u32) -> Option<Row> {
-        let (packed, tail) = self.articles.row(slot)?;
-        let (ts, meta) = tail.split_at(8);
-        let meta = decode_meta(meta).ok()?;
-        Some(Row {
-            slot,
-            ts_ms: i64::from_le_bytes(ts.try_into().ok()?),
-            fingerprint: decode_fingerprint(packed, meta.words).ok()?,
-            meta,
-        })
-    }
-
-    fn live_row(&self, id: &str, cfg: &DecisionConfig) -> Option<Row> {
-        let row = self.row(self.articles.find_id(id)?)?;
+    /// The slot and row of article `id`, unless it is older than the window.
+    fn live_row(&self, id: &str, cfg: &DecisionConfig) -> Option<(u32, &Row)> {
+        let slot = *self.ids.get(id)?;
+        let row = self.rows[slot as usize].as_ref()?;
         let live = self
             .newest_ms
             .is_none_or(|n| row.ts_ms >= n.saturating_sub(cfg.window_ms as i64));
-        live.then_some(row)
+        live.then_some((slot, row))
     }
 
     fn replay(&self, id: &str, cfg: &DecisionConfig) -> Option<Outcome> {
-        self.live_row(id, cfg).map(|row| Outcome {
-            verdict: row.meta.verdict,
+        self.live_row(id, cfg).map(|(_, row)| Outcome {
+            verdict: row.verdict.clone(),
             replayed: true,
             examined: 0,
         })
@@ -198,81 +194,63 @@ impl State {
 
     /// The verdict on `entry` and how many index slots were examined.
     fn decide(&self, entry: &IndexEntry, cfg: &DecisionConfig) -> (Verdict, u32) {
-        let fp = &entry.fingerprint;
-        if fp.is_empty() {
+        let Some(keys) = Keys::of(&entry.fingerprint, cfg.lookup_signatures) else {
             return (Verdict::Unique, 0);
-        }
+        };
         // Block neighbours are candidates only within `max_distance`, as in the
         // Redis index: a farther one that shares sketch hashes is found through
         // the sketch lists or not at all, in both.
-        let found = self.articles.find(fp, cfg.max_distance);
+        let found = self.candidates.find(&keys, cfg.max_distance);
         let examined = u32::try_from(found.examined).unwrap_or(u32::MAX);
-        // The candidates' sketches side by side in two arrays: no allocation
-        // per candidate.
-        let (mut signatures, mut numbers) = (Vec::new(), Vec::new());
-        let mut parts = Vec::with_capacity(found.slots.len());
-        for &slot in &found.slots {
-            let Some((packed, tail)) = self.articles.row(slot) else {
-                continue;
-            };
-            let (id, Some((simhash, content, sketch, nums))) =
-                (self.articles.id(slot), packed_parts(packed))
-            else {
-                continue;
-            };
-            let ts_ms = i64::from_le_bytes(tail[..8].try_into().expect("8 bytes"));
-            let (s, n) = (signatures.len(), numbers.len());
-            signatures.extend(u32s(sketch));
-            numbers.extend(u16s(nums));
-            parts.push((
-                id,
-                simhash,
-                content,
-                s..signatures.len(),
-                n..numbers.len(),
-                ts_ms,
-            ));
-        }
-        let candidates = parts
+        let candidates = found
+            .slots
             .iter()
-            .map(|(id, simhash, content, s, n, ts_ms)| CandidateView {
-                id: id.unwrap_or_default(),
-                simhash: *simhash,
-                content: *content,
-                signatures: &signatures[s.clone()],
-                numbers: &numbers[n.clone()],
-                ts_ms: *ts_ms,
+            .filter_map(|&s| self.rows[s as usize].as_ref())
+            .map(|r| CandidateView {
+                id: &r.id,
+                simhash: r.fingerprint.simhash,
+                content: r.fingerprint.content,
+                signatures: &r.fingerprint.signatures,
+                numbers: &r.fingerprint.numbers,
+                ts_ms: r.ts_ms,
             });
-        let verdict = match decide(fp, entry.ts_ms, candidates, cfg) {
+        let verdict = match decide(&entry.fingerprint, entry.ts_ms, candidates, cfg) {
             None => Verdict::Unique,
             Some(m) => {
                 let root = self
-                    .articles
-                    .find_id(&m.id)
-                    .and_then(|s| self.row(s))
-                    .and_then(|r| r.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
+                    .ids
+                    .get(&m.id)
+                    .and_then(|&s| self.rows[s as usize].as_ref())
+                    .and_then(|r| r.verdict.duplicate().map(|d| d.dup_of.clone()));
                 Verdict::from_match(m, root.as_deref())
             }
         };
         (verdict, examined)
     }
 
-    fn insert(&mut self, entry: &IndexEntry, verdict: Verdict) {
+    fn insert(&mut self, entry: &IndexEntry, verdict: Verdict, cfg: &DecisionConfig) {
         let fp = &entry.fingerprint;
-        let mut tail = entry.ts_ms.to_le_bytes().to_vec();
-        tail.extend_from_slice(encode_meta(&entry.id, &verdict, 0, fp.words).as_bytes());
+        let verdict = decode_meta(encode_meta(&entry.id, &verdict, 0, fp.words).as_bytes())
+            .expect("a meta decodes")
+            .verdict;
         let root = verdict
             .duplicate()
-            .and_then(|d| self.articles.find_id(&d.dup_of));
+            .and_then(|d| self.ids.get(&d.dup_of).copied());
         let slot = self
-            .articles
-            .insert(
-                &encode_fingerprint(fp),
-                &tail,
-                entry.id.len(),
-                !fp.is_empty(),
-            )
-            .expect("an article of an id of at most MAX_ID_BYTES fits a row");
+            .candidates
+            .insert(Keys::of(fp, cfg.lookup_signatures).as_ref())
+            .expect("fewer than 2^32 articles in a window");
+        let row = Row {
+            id: entry.id.clone(),
+            ts_ms: entry.ts_ms,
+            fingerprint: fp.clone(),
+            verdict,
+        };
+        match self.rows.get_mut(slot as usize) {
+            Some(r) => *r = Some(row),
+            None => self.rows.push(Some(row)),
+        }
+        self.ids.insert(entry.id.clone(), slot);
         if let Some(root) = root {
             self.duplicates.entry(root).or_default().push(slot);
         }
@@ -282,8 +260,8 @@ impl State {
             .push(slot);
     }
 
-    fn remove(&mut self, slot: u32) -> bool {
-        let Some(row) = self.row(slot) else {
+    fn remove(&mut self, slot: u32, cfg: &DecisionConfig) -> bool {
+        let Some(row) = self.rows.get_mut(slot as usize).and_then(Option::take) else {
             return false;
         };
         if let Some(v) = self
@@ -293,14 +271,18 @@ impl State {
             v.retain(|&s| s != slot);
         }
         self.duplicates.remove(&slot);
-        if let Verdict::Duplicate(d) = &row.meta.verdict {
-            if let Some(root) = self.articles.find_id(&d.dup_of) {
-                if let Some(dups) = self.duplicates.get_mut(&root) {
+        if let Verdict::Duplicate(d) = &row.verdict {
+            if let Some(root) = self.ids.get(&d.dup_of) {
+                if let Some(dups) = self.duplicates.get_mut(root) {
                     dups.retain(|&s| s != slot);
                 }
             }
         }
-        self.articles.remove(slot)
+        if self.ids.get(&row.id) == Some(&slot) {
+            self.ids.remove(&row.id);
+        }
+        let keys = Keys::of(&row.fingerprint, cfg.lookup_signatures);
+        self.candidates.remove(slot, keys.as_ref())
     }
 }
 

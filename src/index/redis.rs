@@ -395,6 +395,16 @@ impl RedisIndex {
         let mut conn = inner.conn.clone();
         let mut examined = 0u32;
         let mut must = false;
+        if !write {
+            // A query has no commit to find the id stored: look first.
+            if let Some(stored) = self.lookup(&mut conn, &entry.id).await? {
+                return Ok(Outcome {
+                    verdict: stored.verdict,
+                    replayed: true,
+                    examined: 0,
+                });
+            }
+        }
         for _ in 0..inner.max_attempts {
             // A query has no commit to validate it: always up to date. After a
             // conflict, read what caused it before deciding again.
@@ -402,7 +412,7 @@ impl RedisIndex {
                 self.freshen(&mut conn, must, write).await?;
             }
             must = true;
-            let (verdict, view) = {
+            let (found, views, shapes) = {
                 let copy = self.view();
                 // Read under the view's lock: a catch-up learns a bucket's
                 // shape before the view holds it, so every bucket the view
@@ -412,55 +422,44 @@ impl RedisIndex {
                     .into_iter()
                     .filter_map(|(label, _, bits)| Some((label, bits?)))
                     .collect();
-                if let Some(stored) = copy.find_id(&entry.id) {
-                    return Ok(Outcome {
-                        verdict: stored.meta.verdict,
-                        replayed: true,
-                        examined: 0,
-                    });
-                }
                 let (found, n, views) =
                     copy.candidates(&entry.fingerprint, cfg, (place.lo, place.hi), &shapes);
                 examined = examined.saturating_add(n);
-                let verdict = verdict_among(entry, found.iter().collect(), cfg);
-                // Where the root is: among the candidates, or (a chain: the
-                // match is itself a duplicate) anywhere in the view.
-                let root_label = root_label(&verdict, found.iter()).or_else(|| {
-                    let root = &verdict.duplicate()?.dup_of;
-                    copy.find_id(root).map(|c| c.label)
-                });
-                drop(copy);
-                let own = views.iter().find(|v| v.label == place.label && v.probed);
-                let view = ViewOfBuckets {
-                    meta: encode_meta(
-                        &entry.id,
-                        &verdict,
-                        place.offset(entry.ts_ms),
-                        entry.fingerprint.words,
-                    ),
-                    root_label,
-                    own_shape: own.and_then(|v| shapes.get(&v.label).copied()),
-                    empty_sets: own.map_or(String::new(), |v| v.empty_sets.clone()),
-                    validate: Validate::Since(
-                        views
-                            .into_iter()
-                            .map(|v| BucketCheck {
-                                // Probed buckets are validated even when the
-                                // view holds none of their articles yet
-                                // (another task's catch-up has listed a new
-                                // bucket and not fetched it): the commit then
-                                // tests every article in it. Out of range, a
-                                // check decided then would pass unseen and
-                                // could be stored beside its near-duplicate.
-                                in_range: v.probed && shapes.contains_key(&v.label),
-                                counter: v.synced,
-                                full: if v.probed { v.full } else { String::new() },
-                                label: v.label,
-                            })
-                            .collect(),
-                    ),
-                };
-                (verdict, view)
+                (found, views, shapes)
+            };
+            let cands = self.fetch(&mut conn, &found).await?;
+            let verdict = verdict_among(entry, cands.iter().collect(), cfg);
+            let own = views.iter().find(|v| v.label == place.label && v.probed);
+            let view = ViewOfBuckets {
+                meta: encode_meta(
+                    &entry.id,
+                    &verdict,
+                    place.offset(entry.ts_ms),
+                    entry.fingerprint.words,
+                ),
+                // Where the root is when it is among the candidates (usually:
+                // the match is its own root); commit.lua looks there first.
+                root_label: root_label(&verdict, cands.iter()),
+                own_shape: own.and_then(|v| shapes.get(&v.label).copied()),
+                empty_sets: own.map_or(String::new(), |v| v.empty_sets.clone()),
+                validate: Validate::Since(
+                    views
+                        .into_iter()
+                        .map(|v| BucketCheck {
+                            // Probed buckets are validated even when the
+                            // view holds none of their articles yet
+                            // (another task's catch-up has listed a new
+                            // bucket and not fetched it): the commit then
+                            // tests every article in it. Out of range, a
+                            // check decided then would pass unseen and
+                            // could be stored beside its near-duplicate.
+                            in_range: v.probed && shapes.contains_key(&v.label),
+                            counter: v.synced,
+                            full: if v.probed { v.full } else { String::new() },
+                            label: v.label,
+                        })
+                        .collect(),
+                ),
             };
             if !write {
                 return Ok(Outcome {
@@ -469,16 +468,14 @@ impl RedisIndex {
                     examined,
                 });
             }
-            let meta = view.meta.clone();
             match self
                 .commit(&mut conn, entry, &place, &verdict, view)
                 .await?
             {
                 Committed::Ok(handle) => {
                     // File it now: the next check need not fetch it.
-                    let record = (encode_fingerprint(&entry.fingerprint), meta.into_bytes());
                     self.view()
-                        .stored(&place.label, handle, record)
+                        .stored(&place.label, handle, &entry.fingerprint)
                         .map_err(|reason| IndexError::Corrupt {
                             id: entry.id.clone(),
                             reason,
@@ -515,6 +512,47 @@ impl RedisIndex {
         Err(IndexError::Contention {
             attempts: inner.max_attempts,
         })
+    }
+
+    /// The candidates `found` ((label, bucket start, handle) in the view),
+    /// read from their `a:` elements: one pipeline. One deleted since is left
+    /// out, as it would be from the view.
+    async fn fetch(
+        &self,
+        conn: &mut Conn,
+        found: &[(String, i64, u64)],
+    ) -> Result<Vec<Cand>, IndexError> {
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = ::redis::pipe();
+        for (label, _, h) in found {
+            pipe.cmd("LINDEX")
+                .arg(self.inner.keys.articles(label, *h))
+                .arg(slot(*h));
+        }
+        let records: Vec<Option<Vec<u8>>> = pipe.query_async(conn).await.map_err(backend)?;
+        let mut cands = Vec::with_capacity(found.len());
+        for ((label, start, handle), record) in found.iter().zip(records) {
+            let corrupt = |reason| IndexError::Corrupt {
+                id: format!("{label}:{handle}"),
+                reason,
+            };
+            let Some((packed, meta)) =
+                decode_article(record.as_deref().unwrap_or_default()).map_err(corrupt)?
+            else {
+                continue;
+            };
+            let meta = decode_meta(meta).map_err(corrupt)?;
+            cands.push(Cand {
+                label: label.clone(),
+                handle: *handle,
+                ts_ms: start + i64::from(meta.ts_offset),
+                fp: decode_fingerprint(packed, meta.words).map_err(corrupt)?,
+                meta,
+            });
+        }
+        Ok(cands)
     }
 
     /// Store the check of `entry`, decided `verdict` from a view holding
@@ -733,8 +771,8 @@ fn root_label<'a>(verdict: &Verdict, mut cands: impl Iterator<Item = &'a Cand>) 
     cands.find(|c| &c.meta.id == root).map(|c| c.label.clone())
 }
 
-/// A candidate article, found in the view.
-pub(crate) struct Cand {
+/// A candidate article, found in the view and read from Redis.
+struct Cand {
     label: String,
     handle: u64,
     fp: Fingerprint,

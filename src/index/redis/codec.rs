@@ -18,8 +18,8 @@
 //!   reads the packed fingerprint) · the top 24 bits of the id's hash, big-endian ·
 //!   `simhash u64 · content u64 · signatures u32 × n` little-endian as in the
 //!   fingerprint · zeros. What a commit reads back of an article inserted
-//!   since a worker's view: the keys it meets others through, and a hint of its
-//!   id. A deleted article's first byte is 0.
+//!   since a worker's view: the keys it meets others through. A deleted
+//!   article's first byte is 0.
 //! - **meta** (text): `<ts offset>|<words>|u|<id>` for a kept
 //!   article; for a duplicate `<ts offset>|<words>|d|<distance>|<signal>|<len
 //!   dup_of>|<dup_of><id>` when it matched its cluster's root itself, else
@@ -248,6 +248,20 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
             overlap,
         }),
     ))
+}
+
+/// The word count of a meta ([`encode_meta`]), the rest unread.
+pub(crate) fn meta_words(bytes: &[u8]) -> Result<u32, String> {
+    let mut fields = bytes.splitn(3, |&b| b == b'|');
+    fields
+        .nth(1)
+        .and_then(|w| std::str::from_utf8(w).ok()?.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "meta {:?} has no word count",
+                String::from_utf8_lossy(bytes)
+            )
+        })
 }
 
 /// An `a:` list element: the packed fingerprint ([`encode_fingerprint`])

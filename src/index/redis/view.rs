@@ -1,24 +1,24 @@
-//! A worker's view: an in-memory copy of a namespace's live articles, where
-//! its checks find their candidates.
+//! A worker's view: the keys of a namespace's live articles, where its
+//! checks find their candidates.
 //!
-//! A worker keeps every live article's packed fingerprint and meta (what
-//! the `a:` lists hold), one [`Candidates`] per live bucket, and finds
-//! candidates there as the embedded index does; Redis
-//! only tells it what is new (the bucket counters, then the `a:` elements
-//! of the new handles: `catch_up.rs`) and runs the commit, which validates the
-//! decision against everything inserted since the view's counters. The view
-//! is a cache: it is built from Redis whenever a worker starts, so a worker
-//! keeps nothing of its own.
+//! A worker keeps one [`Candidates`] per live bucket, the keys of every
+//! article in it (handle `h` in slot `h - 1`), and finds candidates there as
+//! the embedded index does; the few it finds are read from Redis to decide
+//! (`RedisIndex::check`). Redis only tells it what is new (the bucket
+//! counters, then the `a:` elements of the new handles: `catch_up.rs`) and
+//! runs the commit, which validates the decision against everything inserted
+//! since the view's counters. The view is a cache: it is built from Redis
+//! whenever a worker starts, so a worker keeps nothing of its own.
 //!
 //! Pure data, no I/O: `RedisIndex` fetches, this module files and searches.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::codec::{decode_fingerprint, decode_meta};
-use super::Cand;
-use crate::decision::DecisionConfig;
+use super::codec::{meta_words, packed_parts, u32s};
+use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
+use crate::index::meet::Keys;
 use crate::keys::POSITIONAL_BLOCK_BITS;
 use crate::simhash::blocks;
 
@@ -31,17 +31,17 @@ pub(crate) struct View {
     lookup_signatures: usize,
     /// This process' own inserts not filed yet (a handle after a gap: another
     /// process' insert in between, which the next sync fetches), by bucket.
-    own: HashMap<String, std::collections::BTreeMap<u64, Record>>,
+    own: HashMap<String, BTreeMap<u64, Record>>,
     /// Handles deleted before they were filed (an own insert deleted at once):
     /// filed as deleted when their turn comes.
-    forgotten: std::collections::HashSet<(String, u64)>,
+    forgotten: HashSet<(String, u64)>,
 }
 
-/// A stored article as its `a:` element holds it: packed fingerprint, meta.
-pub(crate) type Record = (Vec<u8>, Vec<u8>);
+/// A stored article as the view files it: its packed fingerprint, `None` for
+/// an empty fingerprint (held, never found).
+pub(crate) type Record = Option<Vec<u8>>;
 
-/// One bucket's articles, handles `1..=synced`: handle `h` in slot `h - 1`
-/// of a candidate index whose rows are the packed fingerprint and the meta.
+/// One bucket's articles, handles `1..=synced`.
 #[derive(Debug)]
 pub(crate) struct BucketCopy {
     pub(crate) start: i64,
@@ -64,6 +64,26 @@ pub(crate) struct BucketView {
     pub(crate) empty_sets: String,
 }
 
+/// The keys of a packed fingerprint, its lookup hashes copied to `lookup`.
+fn keys_of_packed<'a>(
+    packed: &[u8],
+    lookup: &'a mut [u32; MAX_LOOKUP_SIGNATURES],
+    n: usize,
+) -> Result<Keys<'a>, String> {
+    let (simhash, content, sketch, _) = packed_parts(packed)
+        .ok_or_else(|| format!("packed fingerprint of {} bytes", packed.len()))?;
+    let mut len = 0;
+    for (slot, s) in lookup.iter_mut().zip(u32s(sketch).take(n)) {
+        *slot = s;
+        len += 1;
+    }
+    Ok(Keys {
+        blocks: blocks(simhash),
+        content,
+        lookup: &lookup[..len],
+    })
+}
+
 impl View {
     pub(crate) fn new(lookup_signatures: usize) -> View {
         View {
@@ -71,7 +91,6 @@ impl View {
             ..View::default()
         }
     }
-
     /// Keep the copies of the `live` buckets only (a bucket gone from the
     /// registry has expired), creating empty ones for new buckets. Returns,
     /// per live bucket, the handles to fetch: `synced + 1 ..= n`.
@@ -83,18 +102,17 @@ impl View {
         self.forgotten
             .retain(|(label, _)| live.iter().any(|(l, _, _)| l == label));
         let mut wanted = Vec::new();
-        let lookup = self.lookup_signatures;
         for (label, start, n) in live {
             let copy = self
                 .buckets
                 .entry(label.clone())
-                .or_insert_with(|| BucketCopy::new(*start, lookup));
+                .or_insert_with(|| BucketCopy::new(*start));
             // A counter behind the copy is no restart (a bucket never starts
             // again under its label: commit.lua stores nothing past its
             // retention): this process filed its own inserts after the counter
             // was read.
             if copy.start != *start {
-                *copy = BucketCopy::new(*start, lookup);
+                *copy = BucketCopy::new(*start);
                 self.own.remove(label);
             }
             if *n > copy.synced {
@@ -125,26 +143,32 @@ impl View {
             if handle != copy.synced + 1 {
                 break;
             }
-            let record = record
-                .as_ref()
-                .map(|(p, m)| (p.as_ref(), m.as_ref()))
-                .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
-            copy.file(handle, record)?;
+            let record =
+                match record.filter(|_| !self.forgotten.remove(&(label.to_owned(), handle))) {
+                    None => None,
+                    Some((p, m)) => Some((meta_words(m.as_ref())? > 0).then_some(p)),
+                };
+            copy.file(
+                handle,
+                record.as_ref().map(|r| r.as_ref().map(|p| p.as_ref())),
+                self.lookup_signatures,
+            )?;
         }
         self.file_own(label)
     }
 
-    /// This process has just stored `record` under `handle` of bucket `label`:
+    /// This process has just stored `fp` under `handle` of bucket `label`:
     /// file it now if it is next (no round trip to learn it), or when the
     /// handles before it are filed.
     pub(crate) fn stored(
         &mut self,
         label: &str,
         handle: u64,
-        record: Record,
+        fp: &Fingerprint,
     ) -> Result<(), String> {
         match self.buckets.get(label) {
             Some(copy) if handle > copy.synced => {
+                let record = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
                 self.own
                     .entry(label.to_owned())
                     .or_default()
@@ -172,9 +196,9 @@ impl View {
                 break;
             }
             let record = entry.remove();
-            let record = Some((&record.0[..], &record.1[..]))
+            let record = Some(record.as_deref())
                 .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
-            copy.file(handle, record)?;
+            copy.file(handle, record, self.lookup_signatures)?;
         }
         if own.is_empty() {
             self.own.remove(label);
@@ -189,40 +213,32 @@ impl View {
             if handle > copy.synced {
                 self.forgotten.insert((label.to_owned(), handle));
             } else if let Ok(h) = u32::try_from(handle) {
-                copy.articles.remove(h - 1);
+                copy.articles.remove(h - 1, None);
             }
         }
     }
 
-    /// The stored article with id `id` in any live bucket: (label, handle,
-    /// fingerprint, meta).
-    pub(crate) fn find_id(&self, id: &str) -> Option<Cand> {
-        self.buckets.iter().find_map(|(label, copy)| {
-            let slot = copy.articles.find_id(id)?;
-            copy.found(label, slot + 1)
-        })
-    }
-
     /// Candidates for `fp` in the buckets whose start is in `lo..=hi`, as the
     /// embedded index finds them (block neighbours within `max_distance`, the
-    /// content list, the lookup sketch lists), how many slots were examined,
-    /// and a view of every live bucket.
+    /// content list, the lookup sketch lists): their (label, bucket start,
+    /// handle), how many
+    /// slots were examined, and a view of every live bucket.
     pub(crate) fn candidates(
         &self,
         fp: &Fingerprint,
         cfg: &DecisionConfig,
         range: (i64, i64),
         shapes: &HashMap<String, u32>,
-    ) -> (Vec<Cand>, u32, Vec<BucketView>) {
+    ) -> (Vec<(String, i64, u64)>, u32, Vec<BucketView>) {
         let mut found = Vec::new();
         let mut views = Vec::new();
         let mut examined = 0usize;
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
-        let values = blocks(fp.simhash);
+        let keys = Keys::of(fp, self.lookup_signatures);
         for label in labels {
             let copy = &self.buckets[label];
-            let probed = !fp.is_empty() && (range.0..=range.1).contains(&copy.start);
+            let probed = keys.is_some() && (range.0..=range.1).contains(&copy.start);
             let mut view = BucketView {
                 label: label.clone(),
                 synced: copy.synced,
@@ -230,10 +246,14 @@ impl View {
                 full: String::new(),
                 empty_sets: "1111".into(),
             };
-            if probed {
-                let f = copy.articles.find(fp, cfg.max_distance);
+            if let Some(keys) = keys.filter(|_| probed) {
+                let f = copy.articles.find(&keys, cfg.max_distance);
                 examined += f.examined;
-                found.extend(f.slots.iter().filter_map(|&s| copy.found(label, s + 1)));
+                found.extend(
+                    f.slots
+                        .iter()
+                        .map(|&s| (label.clone(), copy.start, u64::from(s) + 1)),
+                );
                 view.full = f
                     .full
                     .iter()
@@ -245,7 +265,7 @@ impl View {
                 view.empty_sets = (0..4)
                     .map(|p| {
                         let mut maps = if positional { p..p + 1 } else { 0..4 };
-                        if maps.any(|m| copy.articles.has_block(m, values[p])) {
+                        if maps.any(|m| copy.articles.has_block(m, keys.blocks[p])) {
                             '0'
                         } else {
                             '1'
@@ -266,36 +286,33 @@ impl View {
 }
 
 impl BucketCopy {
-    fn new(start: i64, lookup: usize) -> BucketCopy {
+    fn new(start: i64) -> BucketCopy {
         BucketCopy {
             start,
             synced: 0,
-            articles: Candidates::new(lookup, false),
+            articles: Candidates::new(false),
         }
     }
 
-    fn found(&self, label: &str, handle: u32) -> Option<Cand> {
-        let (packed, tail) = self.articles.row(handle - 1)?;
-        let meta = decode_meta(tail).ok()?;
-        let fp = decode_fingerprint(packed, meta.words).ok()?;
-        Some(Cand {
-            label: label.to_owned(),
-            handle: u64::from(handle),
-            ts_ms: self.start + i64::from(meta.ts_offset),
-            fp,
-            meta,
-        })
-    }
-
-    fn file(&mut self, handle: u64, record: Option<(&[u8], &[u8])>) -> Result<(), String> {
+    /// File handle `handle`: deleted (`None`), an empty fingerprint
+    /// (`Some(None)`) or a packed fingerprint.
+    fn file(
+        &mut self,
+        handle: u64,
+        record: Option<Option<&[u8]>>,
+        lookup: usize,
+    ) -> Result<(), String> {
         u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
         self.synced = handle;
         match record {
             None => self.articles.skip(),
-            Some((packed, meta)) => {
-                let m = decode_meta(meta)?;
-                self.articles
-                    .insert(packed, meta, m.id.len(), m.words > 0)?;
+            Some(None) => {
+                self.articles.insert(None)?;
+            }
+            Some(Some(packed)) => {
+                let mut buf = [0; MAX_LOOKUP_SIGNATURES];
+                let keys = keys_of_packed(packed, &mut buf, lookup)?;
+                self.articles.insert(Some(&keys))?;
             }
         }
         Ok(())
@@ -309,18 +326,29 @@ mod tests {
     use crate::index::Verdict;
     use crate::index::LISTED_PER_HASH;
 
-    fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Option<Record> {
-        let fp = Fingerprint {
+    fn fp(simhash: u64, content: u64, sigs: &[u32]) -> Fingerprint {
+        Fingerprint {
             simhash,
             content,
             signatures: sigs.to_vec(),
             words: 100,
             numbers: Vec::new(),
-        };
+        }
+    }
+
+    type Fetched = Option<(Vec<u8>, Vec<u8>)>;
+
+    fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Fetched {
         Some((
-            encode_fingerprint(&fp),
+            encode_fingerprint(&fp(simhash, content, sigs)),
             encode_meta(id, &Verdict::Unique, 5, 100).into_bytes(),
         ))
+    }
+
+    /// The handles of the candidates of `probe` in bucket range `range`.
+    fn handles(r: &View, probe: &Fingerprint, range: (i64, i64)) -> Vec<u64> {
+        let (found, _, _) = r.candidates(probe, &cfg(), range, &HashMap::new());
+        found.into_iter().map(|(_, _, h)| h).collect()
     }
 
     fn cfg() -> DecisionConfig {
@@ -358,10 +386,7 @@ mod tests {
             numbers: Vec::new(),
         };
         let (found, _, views) = r.candidates(&near, &cfg(), (0, 0), &shapes);
-        assert_eq!(
-            found.iter().map(|f| f.meta.id.as_str()).collect::<Vec<_>>(),
-            ["a"]
-        );
+        assert_eq!(found, [("b1".to_owned(), 0, 1)]);
         assert_eq!(views[0].synced, 3);
         assert_eq!(views[0].full, "00000");
         // Through the content hash and a sketch hash.
@@ -372,18 +397,12 @@ mod tests {
             words: 100,
             numbers: Vec::new(),
         };
-        let (found, _, _) = r.candidates(&by_lists, &cfg(), (0, 0), &shapes);
-        let mut ids: Vec<_> = found.iter().map(|f| f.meta.id.clone()).collect();
-        ids.sort();
-        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(handles(&r, &by_lists, (0, 0)), [1, 2]);
         // Outside the probed range: nothing.
-        let (found, _, _) = r.candidates(&by_lists, &cfg(), (1, 1), &shapes);
-        assert!(found.is_empty());
-        assert_eq!(r.find_id("b").map(|f| f.handle), Some(2));
+        assert!(handles(&r, &by_lists, (1, 1)).is_empty());
         r.forget("b1", 2);
-        assert!(r.find_id("b").is_none());
-        let (found, _, _) = r.candidates(&by_lists, &cfg(), (0, 0), &shapes);
-        assert_eq!(found.len(), 1);
+        assert_eq!(handles(&r, &by_lists, (0, 0)), [1]);
+        assert_eq!(r.len(), 1);
     }
 
     #[test]
@@ -448,15 +467,18 @@ mod tests {
     fn own_inserts_are_filed_in_handle_order_and_deletions_before_filing_hold() {
         let mut r = View::new(4);
         r.plan(&[("b".to_owned(), 0, 0)]);
-        let rec = |id: &str, c: u64| record(id, c, c, &[c as u32]).unwrap();
+        // SimHashes far apart.
+        let simhash = |c: u64| c.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let rec = |c: u64| fp(simhash(c), c, &[c as u32]);
         // Handle 2 is stored first (another task's commit ran later): it waits.
-        r.stored("b", 2, rec("two", 2)).unwrap();
+        r.stored("b", 2, &rec(2)).unwrap();
         assert_eq!(r.len(), 0);
-        r.stored("b", 1, rec("one", 1)).unwrap();
+        r.stored("b", 1, &rec(1)).unwrap();
         assert_eq!(r.len(), 2);
+        assert_eq!(handles(&r, &rec(2), (0, 0)), [2]);
         // Handle 3 is another process' (fetched by the next sync); 4 is ours
         // and deleted before its turn: filed as deleted.
-        r.stored("b", 4, rec("four", 4)).unwrap();
+        r.stored("b", 4, &rec(4)).unwrap();
         r.forget("b", 4);
         assert_eq!(
             r.plan(&[("b".to_owned(), 0, 4)]),
@@ -465,14 +487,17 @@ mod tests {
         r.apply(
             "b",
             3,
-            vec![record("three", 3, 3, &[3]), record("four", 4, 4, &[4])],
+            vec![
+                record("three", simhash(3), 3, &[3]),
+                record("four", simhash(4), 4, &[4]),
+            ],
         )
         .unwrap();
         assert_eq!(r.len(), 3);
-        assert!(r.find_id("four").is_none());
-        assert_eq!(r.find_id("three").map(|f| f.handle), Some(3));
+        assert!(handles(&r, &rec(4), (0, 0)).is_empty());
+        assert_eq!(handles(&r, &rec(3), (0, 0)), [3]);
         // Stored into a bucket the copy has not seen: left to the next sync.
-        r.stored("new", 1, rec("x", 9)).unwrap();
+        r.stored("new", 1, &rec(9)).unwrap();
         assert_eq!(r.len(), 3);
     }
 
