@@ -463,11 +463,17 @@ enum Folded {
 fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> Folded {
     let bytes = line.as_bytes();
     let mut any = false;
+    // The words from `copy` to `end` and the single ASCII spaces between
+    // them: what `out` gets, as it is, at the next other whitespace or at
+    // the end.
+    let (mut copy, mut end) = (0, 0);
     let mut i = 0;
     loop {
         // Skip whitespace.
+        let space = i;
         loop {
             if i == bytes.len() {
+                out.push_str(&line[copy..end]);
                 return if any { Folded::Some } else { Folded::Nothing };
             }
             let len = space_len(bytes, i);
@@ -476,9 +482,15 @@ fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> F
             }
             i += len;
         }
+        if !any {
+            copy = i;
+        } else if i != space + 1 || bytes[space] != b' ' {
+            out.push_str(&line[copy..end]);
+            out.push(' ');
+            copy = i;
+        }
         // A word runs to the next whitespace. (Continuation bytes are PLAIN, and
         // whitespace starts at a character boundary, so slicing there is safe.)
-        let start = i;
         while i < bytes.len() {
             let c = class(bytes[i]);
             if c == HAN {
@@ -496,10 +508,7 @@ fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> F
                 break;
             }
         }
-        if any {
-            out.push(' ');
-        }
-        out.push_str(&line[start..i]);
+        end = i;
         any = true;
     }
 }

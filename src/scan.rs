@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
+use std::ops::Range;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -13,13 +14,16 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::article::{id_hint, parse_json_line, Article, Rejection};
+use crate::article::{id_hint, parse_json_line, Rejection};
 use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::index::{EmbeddedIndex, IndexEntry, Verdict};
 use crate::simhash::to_hex;
 
-/// Lines fingerprinted together; big enough to keep every core busy.
+/// Lines fingerprinted together, at most: enough to keep every core busy.
 const CHUNK_LINES: usize = 1024;
+/// A chunk ends at the line that takes it to this many bytes: its buffer,
+/// reserved once and kept, stays within one huge page of memory.
+const CHUNK_BYTES: usize = 1 << 20;
 
 /// One output line of `scan`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -152,10 +156,12 @@ pub enum ScanError {
     Write(#[source] std::io::Error),
 }
 
-/// A line after the parallel stage.
+/// A line after the parallel stage: of an article, what the decision needs
+/// (its text is dropped on the thread that fingerprinted it).
 enum Prepared {
     Ok {
-        article: Article,
+        id: String,
+        ts_ms: Option<i64>,
         fingerprint: Fingerprint,
     },
     Rejected {
@@ -182,7 +188,8 @@ fn prepare(fp: &Fingerprinter, line_no: u64, bytes: &[u8], max_text_bytes: usize
                 }
             } else {
                 Prepared::Ok {
-                    article,
+                    id: article.id,
+                    ts_ms: article.ts_ms,
                     fingerprint,
                 }
             }
@@ -225,20 +232,26 @@ pub fn scan_records(
     std::thread::scope(|scope| -> Result<(), ScanError> {
         scope.spawn(move || {
             let mut line_no = 0u64;
+            // A chunk's lines, one after another in one buffer, and each line's
+            // number and range in it; both kept for the next chunk.
+            let mut chunk: Vec<u8> = Vec::with_capacity(CHUNK_BYTES + (1 << 16));
+            let mut lines: Vec<(u64, Range<usize>)> = Vec::with_capacity(CHUNK_LINES);
             loop {
-                let mut lines: Vec<(u64, Vec<u8>)> = Vec::with_capacity(CHUNK_LINES);
+                chunk.clear();
+                lines.clear();
                 let mut bytes_read = 0u64;
-                while lines.len() < CHUNK_LINES {
-                    let mut buf = Vec::new();
-                    match input.read_until(b'\n', &mut buf) {
+                while lines.len() < CHUNK_LINES && chunk.len() < CHUNK_BYTES {
+                    let start = chunk.len();
+                    match input.read_until(b'\n', &mut chunk) {
                         Ok(0) => break,
                         Ok(n) => {
                             bytes_read += n as u64;
                             line_no += 1;
-                            if buf.iter().all(u8::is_ascii_whitespace) {
+                            if chunk[start..].iter().all(u8::is_ascii_whitespace) {
+                                chunk.truncate(start);
                                 continue;
                             }
-                            lines.push((line_no, buf));
+                            lines.push((line_no, start..chunk.len()));
                         }
                         Err(e) => {
                             let _ = tx.send(Err(e));
@@ -251,7 +264,10 @@ pub fn scan_records(
                 }
                 let prepared: Vec<Prepared> = lines
                     .par_iter()
-                    .map(|(n, bytes)| prepare(fingerprinter, *n, bytes, options.max_text_bytes))
+                    .map(|(n, range)| {
+                        let bytes = &chunk[range.clone()];
+                        prepare(fingerprinter, *n, bytes, options.max_text_bytes)
+                    })
                     .collect();
                 if tx.send(Ok((prepared, bytes_read))).is_err() {
                     return;
@@ -265,12 +281,13 @@ pub fn scan_records(
                 summary.articles += 1;
                 let record = match item {
                     Prepared::Ok {
-                        article,
+                        id,
+                        ts_ms,
                         fingerprint,
                     } => {
                         let entry = IndexEntry {
-                            id: article.id,
-                            ts_ms: article.ts_ms.unwrap_or(options.default_ts_ms),
+                            id,
+                            ts_ms: ts_ms.unwrap_or(options.default_ts_ms),
                             fingerprint,
                         };
                         let outcome = index.check_and_insert_now(&entry);

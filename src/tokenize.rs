@@ -352,6 +352,11 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
         // separators; any other run goes on until the next Han character (so
         // punctuation inside Latin text, as in "fox's", stays with its word).
         let jieba_run = is_han(first);
+        if !jieba_run {
+            let (run, tail) = rest.split_at(next_han(rest));
+            rest = tail;
+            return Some((false, run));
+        }
         let bytes = rest.as_bytes();
         let mut i = 0;
         let end = loop {
@@ -368,20 +373,34 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
                     let c = rest[i..].chars().next().unwrap_or_default();
                     (c, is_han(c), c.len_utf8())
                 };
-            let stop = if jieba_run {
-                !(han || is_separator(c))
-            } else {
-                han
-            };
-            if stop {
+            if !(han || is_separator(c)) {
                 break i;
             }
             i += len;
         };
         let (run, tail) = rest.split_at(end);
         rest = tail;
-        Some((jieba_run, run))
+        Some((true, run))
     })
+}
+
+/// The byte offset of the first Han character of `text`, or its length. Every
+/// Han character (U+3007 on) starts with a byte from E3 on, which no other
+/// byte of UTF-8 is: the bytes below are passed over undecoded.
+fn next_han(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    loop {
+        match bytes[i..].iter().position(|&b| b >= 0xE3) {
+            Some(skip) => i += skip,
+            None => return bytes.len(),
+        }
+        let c = text[i..].chars().next().unwrap_or_default();
+        if is_han(c) {
+            return i;
+        }
+        i += c.len_utf8();
+    }
 }
 
 #[cfg(test)]
