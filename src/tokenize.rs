@@ -183,17 +183,23 @@ impl Tokenizer {
                 // (Runs of ASCII punctuation and spaces between Han runs are common
                 // and have no words: skip the segmenter for them.)
                 unicode_words(run, |word| {
-                    let word = if word.is_ascii() {
-                        // Only `A-Z` can be uppercase, and lowercase one for one.
-                        if word.bytes().any(|b| b.is_ascii_uppercase()) {
+                    if word.is_ascii() {
+                        // A character a byte: a candidate has two bytes, one
+                        // of them a letter or digit. Only `A-Z` can be
+                        // uppercase, and lowercase one for one.
+                        let candidate =
+                            word.len() >= 2 && word.bytes().any(|b| b.is_ascii_alphanumeric());
+                        if candidate && word.bytes().any(|b| b.is_ascii_uppercase()) {
                             lower.clear();
                             lower.push_str(word);
                             lower.make_ascii_lowercase();
-                            lower.as_str()
-                        } else {
-                            word
+                            f(&lower, None);
+                        } else if candidate {
+                            f(word, None);
                         }
-                    } else if word.chars().any(char::is_uppercase) {
+                        return;
+                    }
+                    let word = if word.chars().any(char::is_uppercase) {
                         lower.clear();
                         lower.extend(word.chars().flat_map(char::to_lowercase));
                         lower.as_str()
@@ -391,6 +397,13 @@ fn next_han(text: &str) -> usize {
     let bytes = text.as_bytes();
     let mut i = 0;
     loop {
+        // Sixteen bytes at a time (one vector compare) while none is such.
+        for block in bytes[i..].chunks_exact(16) {
+            if block.iter().fold(false, |any, &b| any | (b >= 0xE3)) {
+                break;
+            }
+            i += 16;
+        }
         match bytes[i..].iter().position(|&b| b >= 0xE3) {
             Some(skip) => i += skip,
             None => return bytes.len(),
