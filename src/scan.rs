@@ -22,8 +22,9 @@ use crate::simhash::to_hex;
 
 /// Lines fingerprinted together, at most: enough to keep every core busy.
 const CHUNK_LINES: usize = 1024;
-/// A chunk ends at the line that takes it to this many bytes: its buffer,
-/// reserved once and kept, stays within one huge page of memory.
+/// A chunk ends at the line that takes it to this many bytes, so that its
+/// buffer, reserved once and kept, stays about this size: memory the
+/// allocator takes fresh from the system (and the kernel clears) once.
 const CHUNK_BYTES: usize = 1 << 20;
 
 /// One output line of `scan`.
