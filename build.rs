@@ -19,8 +19,10 @@
 //!   laid out so that one cache line holds what a step of the walk reads, and
 //!   `src/dictionary.rs` reads every table in place.
 //! - `idf.bin`: the median IDF, the word count, the IDF of each word in rising
-//!   order (ties by word), the words' end offsets and bytes in that order, then a
-//!   trie mapping a word to its index.
+//!   order (ties by word), the words' end offsets and bytes in that order, a
+//!   bit per byte value that starts a word (256 bits), then an open-addressing
+//!   table from a word to its index (`src/jieba/word_hash.rs`): its size as a
+//!   power of two and its `u32` slots. `src/idf.rs` reads it all in place.
 //!
 //! Both tables are read exactly as jieba-rs reads them (later duplicates win; the
 //! total frequency and the median count every line), which the tests of
@@ -34,12 +36,15 @@ use std::path::Path;
 #[path = "src/jieba/han.rs"]
 mod han;
 use han::{is_jieba_han, NOT_HAN, NO_CODE};
+#[path = "src/jieba/word_hash.rs"]
+mod word_hash;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/jieba/dict.txt.zst");
     println!("cargo:rerun-if-changed=src/jieba/idf.txt.zst");
     println!("cargo:rerun-if-changed=src/jieba/han.rs");
+    println!("cargo:rerun-if-changed=src/jieba/word_hash.rs");
     let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
     let out = Path::new(&out);
     let idf_text = unpack("src/jieba/idf.txt.zst");
@@ -255,11 +260,42 @@ fn idf(idf: HashMap<&str, f64>, median: f64) -> Vec<u8> {
     let mut bytes: Vec<u8> = rows.iter().flat_map(|(w, _)| w.bytes()).collect();
     bytes.resize(bytes.len().next_multiple_of(4), 0);
     out.extend_from_slice(&bytes);
-    out.extend_from_slice(&trie(rows.iter().map(|&(w, _)| w)));
+    // The words' first bytes, a bit each: a word starting otherwise (any
+    // ASCII word: the table has none) is missing without a probe.
+    let mut first = [0u32; 8];
+    for &(w, _) in &rows {
+        let b = w.as_bytes()[0];
+        first[usize::from(b / 32)] |= 1 << (b % 32);
+    }
+    for bits in first {
+        out.extend_from_slice(&bits.to_le_bytes());
+    }
+    // The index: at most half full, linear probing.
+    assert!(
+        rows.len() < (1 << word_hash::ROW_BITS) - 1,
+        "{} rows",
+        rows.len()
+    );
+    let bits = (2 * rows.len()).next_power_of_two().trailing_zeros();
+    let mut slots = vec![0u32; 1 << bits];
+    let mask = slots.len() - 1;
+    for (row, &(w, _)) in rows.iter().enumerate() {
+        let h = word_hash::word_hash(w.as_bytes());
+        let mut i = word_hash::home_slot(h, bits);
+        while slots[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        slots[i] = word_hash::tag(h) << word_hash::ROW_BITS | (len_u32(row) + 1);
+    }
+    out.extend_from_slice(&bits.to_le_bytes());
+    for slot in slots {
+        out.extend_from_slice(&slot.to_le_bytes());
+    }
     out
 }
 
-/// A trie of `words` (distinct) mapping each to its position in the sequence.
+/// A crawdad trie of `words` (distinct) mapping each to its position in the
+/// sequence, serialized.
 fn trie<'a>(words: impl Iterator<Item = &'a str>) -> Vec<u8> {
     let records: Vec<(&str, u32)> = words.enumerate().map(|(i, w)| (w, len_u32(i))).collect();
     crawdad::Trie::from_records(records)

@@ -230,13 +230,39 @@ pub fn parse_json_line(line: &[u8], max_text_bytes: usize) -> Result<Article, Re
         title: Option<Value>,
         ts: Option<Value>,
     }
-    let value: Value =
-        serde_json::from_str(line).map_err(|e| Rejection::MalformedJson(e.to_string()))?;
-    if !value.is_object() {
-        return Err(Rejection::NotAnObject(type_name(&value)));
+    /// A line as valid articles have it: an object whose text and title are
+    /// strings (or null), each field once. Read straight into the strings,
+    /// the fields not named here skipped; any other line fails to read so,
+    /// and is read as a whole value below, which names what is wrong.
+    #[derive(Deserialize)]
+    struct Usual {
+        id: Option<Value>,
+        text: Option<String>,
+        title: Option<String>,
+        ts: Option<Value>,
     }
-    let wire: Wire =
-        serde_json::from_value(value).map_err(|e| Rejection::MalformedJson(e.to_string()))?;
+    // (A struct reads from an array too: only an object is read so.)
+    let usual = line
+        .trim_start()
+        .starts_with('{')
+        .then(|| serde_json::from_str::<Usual>(line).ok())
+        .flatten();
+    let wire = match usual {
+        Some(u) => Wire {
+            id: u.id,
+            text: u.text.map(Value::String),
+            title: u.title.map(Value::String),
+            ts: u.ts,
+        },
+        None => {
+            let value: Value =
+                serde_json::from_str(line).map_err(|e| Rejection::MalformedJson(e.to_string()))?;
+            if !value.is_object() {
+                return Err(Rejection::NotAnObject(type_name(&value)));
+            }
+            serde_json::from_value(value).map_err(|e| Rejection::MalformedJson(e.to_string()))?
+        }
+    };
     let id = match wire.id {
         None | Some(Value::Null) => return Err(Rejection::MissingField("id")),
         Some(Value::String(s)) => s,
@@ -306,6 +332,15 @@ mod tests {
         assert_eq!(a.title.as_deref(), Some("T"));
         assert_eq!(a.ts_ms, Some(1_700_000_000_000));
         assert_eq!(parse(r#"{"id":42,"text":"x","ts":"5"}"#).unwrap().id, "42");
+        // A field given twice: the last one, as a JSON value reads it.
+        let twice = parse(r#"{"id":"a","text":"one","text":"two","x":[{}]}"#).unwrap();
+        assert_eq!(twice.text, "two");
+        assert_eq!(
+            parse(r#" {"id":"a","text":"x","title":null}"#)
+                .unwrap()
+                .title,
+            None
+        );
     }
 
     #[test]
@@ -313,6 +348,10 @@ mod tests {
         assert_eq!(parse("{not json").unwrap_err().code(), "malformed_json");
         assert_eq!(
             parse("[1,2]").unwrap_err(),
+            Rejection::NotAnObject("an array")
+        );
+        assert_eq!(
+            parse(r#"["a","x",null,null]"#).unwrap_err(),
             Rejection::NotAnObject("an array")
         );
         assert_eq!(

@@ -106,11 +106,15 @@ pub struct Fingerprinter {
 
 impl Fingerprinter {
     pub fn new(tokenizer: Tokenizer, idf: Arc<IdfTable>, config: FingerprintConfig) -> Self {
-        let hot = Arc::new(HotWords::build(&idf, tokenizer.stop_words(), HOT_WORDS));
         let dictionary = tokenizer
             .dictionary()
             .filter(|_| idf.is_builtin())
             .map(|dictionary| DictionaryWords::new(dictionary, tokenizer.stop_words()));
+        // The common words of the built-in table are Han words, which the
+        // dictionary cuts and counts by index when it is there: then the hot
+        // table need hold only the stop words.
+        let common = if dictionary.is_some() { 0 } else { HOT_WORDS };
+        let hot = Arc::new(HotWords::build(&idf, tokenizer.stop_words(), common));
         Self {
             tokenizer,
             idf,
@@ -164,7 +168,9 @@ impl Fingerprinter {
         // The words counted in `dictionary_tf`, in the order of its `touched`.
         let mut dictionary_words: Vec<&str> = Vec::new();
         let mut cold_tf: FxHashMap<&str, u32> = FxHashMap::default();
-        cold_tf.reserve(text.len() / 32);
+        // About a distinct word per ten bytes of English text: room for them
+        // all, so that the map seldom grows.
+        cold_tf.reserve(text.len() / 10);
         // Words borrowed from `text` are counted directly; lowercased ones are
         // copied to `owned` first (their ranges in `owned_words`) and counted
         // after (they cannot be borrowed from `text`).
@@ -296,7 +302,10 @@ impl SlotCounts {
         self.touched.clear();
         self.total = 0;
         if self.counts.len() < slots {
-            self.counts.resize(slots, 0);
+            // Zeroed by the allocator: fresh memory is zero already, so pages
+            // no count lands on (all of them, for text the dictionary never
+            // cuts) are never touched.
+            self.counts = vec![0; slots];
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! The default is jieba's own table (the `idf.txt` that ships with jieba and
 //! jieba-rs, ~270 k Chinese words), built into the binary at compile time
-//! (`build.rs`): a process maps it instead of parsing it. Words missing from a
+//! (`build.rs`): a process reads it in place instead of parsing it. Words missing from a
 //! table get its median IDF, as jieba does. `simdedup idf build` makes a table from one's own corpus, which
 //! matters for English and for domain vocabulary the default never saw.
 //!
@@ -14,9 +14,15 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
+use zerocopy::little_endian::U32;
+use zerocopy::FromBytes;
 
 use crate::dictionary::{take_f64, take_u32};
 use crate::tokenize::Tokenizer;
+
+#[path = "jieba/word_hash.rs"]
+mod word_hash;
+use word_hash::{home_slot, tag, word_hash, ROW_BITS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IdfError {
@@ -53,15 +59,21 @@ enum Words {
     Map(FxHashMap<String, f64>),
 }
 
-/// The compile-time table: words in rising IDF order (ties by word), a trie
-/// from word to position.
+/// The compile-time table, read in place from the binary: words in rising IDF
+/// order (ties by word), and an open-addressing index from word to position.
 struct Builtin {
-    trie: crawdad::Trie,
     /// IDF of word `i` at bytes `8 i..8 i + 8` (little-endian `f64`).
     idf: &'static [u8],
     /// End of word `i` in `text` at bytes `4 i..4 i + 4` (little-endian `u32`).
     ends: &'static [u8],
-    text: &'static str,
+    /// The words' UTF-8, one after another.
+    text: &'static [u8],
+    /// Bit `b` is set if a word starts with byte `b`.
+    first: &'static [U32; 8],
+    /// The index: a word's row plus one and its hash's tag
+    /// (`src/jieba/word_hash.rs`), or 0; `2^slot_bits` slots.
+    slots: &'static [U32],
+    slot_bits: u32,
 }
 
 impl std::fmt::Debug for Builtin {
@@ -86,9 +98,38 @@ impl Builtin {
         u32::from_le_bytes(self.ends[4 * i..4 * i + 4].try_into().unwrap_or_default()) as usize
     }
 
-    fn word(&self, i: usize) -> &'static str {
+    fn word_bytes(&self, i: usize) -> &'static [u8] {
         let start = if i == 0 { 0 } else { self.end(i - 1) };
         &self.text[start..self.end(i)]
+    }
+
+    fn word(&self, i: usize) -> &'static str {
+        std::str::from_utf8(self.word_bytes(i)).expect("build.rs wrote UTF-8 words")
+    }
+
+    /// The position of `word`, if the table has it.
+    #[inline]
+    fn find(&self, word: &str) -> Option<usize> {
+        let word = word.as_bytes();
+        let &b = word.first()?;
+        if self.first[usize::from(b / 32)].get() & 1 << (b % 32) == 0 {
+            return None;
+        }
+        let h = word_hash(word);
+        let tag = tag(h);
+        let mask = self.slots.len() - 1;
+        let mut i = home_slot(h, self.slot_bits);
+        loop {
+            let slot = self.slots[i].get();
+            if slot == 0 {
+                return None;
+            }
+            let row = (slot & ((1 << ROW_BITS) - 1)) as usize - 1;
+            if slot >> ROW_BITS == tag && self.word_bytes(row) == word {
+                return Some(row);
+            }
+            i = (i + 1) & mask;
+        }
     }
 
     fn iter(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
@@ -100,8 +141,7 @@ impl Builtin {
 static IDF_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/idf.bin"));
 
 impl IdfTable {
-    /// jieba's built-in table, unpacked once per process (a few milliseconds)
-    /// and shared.
+    /// jieba's built-in table, read in place from the binary and shared.
     pub fn builtin() -> Arc<IdfTable> {
         static BUILTIN: OnceLock<(Builtin, f64)> = OnceLock::new();
         let (builtin, median) = BUILTIN.get_or_init(|| {
@@ -113,15 +153,16 @@ impl IdfTable {
             let text_len =
                 u32::from_le_bytes(ends[4 * n - 4..].try_into().unwrap_or_default()) as usize;
             let (text, rest) = rest.split_at(text_len.next_multiple_of(4));
-            let text =
-                simdutf8::basic::from_utf8(&text[..text_len]).expect("build.rs wrote UTF-8 words");
-            let (trie, _) = crawdad::Trie::deserialize_from_slice(rest);
+            let (first, rest) = rest.split_at(32);
+            let (slot_bits, slots) = take_u32(rest);
             (
                 Builtin {
-                    trie,
                     idf,
                     ends,
-                    text,
+                    text: &text[..text_len],
+                    first: <[U32; 8]>::ref_from_bytes(first).expect("build.rs wrote 256 bits"),
+                    slots: <[U32]>::ref_from_bytes(slots).expect("build.rs wrote whole slots"),
+                    slot_bits,
                 },
                 median,
             )
@@ -203,10 +244,7 @@ impl IdfTable {
     /// The IDF of `word`, or the table's median when the word is unknown.
     pub fn get(&self, word: &str) -> f64 {
         match &self.words {
-            Words::Builtin(b) => b
-                .trie
-                .exact_match(word.chars())
-                .map_or(self.median, |i| b.idf(i as usize)),
+            Words::Builtin(b) => b.find(word).map_or(self.median, |i| b.idf(i)),
             Words::Map(map) => map.get(word).copied().unwrap_or(self.median),
         }
     }

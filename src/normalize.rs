@@ -54,7 +54,7 @@ pub fn normalize(text: &str) -> String {
     let mut out = String::with_capacity(nfkc.len());
     let mut markdown = String::new();
     // Exactly `str::lines`: split after `\n`, then drop it and a `\r` before it.
-    for line in nfkc.split_inclusive('\n') {
+    for line in lines_inclusive(&nfkc) {
         let line = match line.strip_suffix('\n') {
             Some(line) => line.strip_suffix('\r').unwrap_or(line),
             None => line,
@@ -85,10 +85,40 @@ pub fn normalize(text: &str) -> String {
     out
 }
 
-/// Does `haystack` contain `needle`? (`<[u8]>::contains` without a char pattern.)
+/// Does `haystack` contain `needle`?
 #[inline]
 fn memchr_byte(needle: u8, haystack: &[u8]) -> bool {
-    haystack.contains(&needle)
+    find_byte(needle, haystack).is_some()
+}
+
+/// The position of the first `needle` in `haystack`: a vector compare of 32
+/// bytes a step while none is it (std's search takes a word a step).
+pub(crate) fn find_byte(needle: u8, haystack: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    for block in haystack.chunks_exact(32) {
+        if block.iter().fold(false, |any, &b| any | (b == needle)) {
+            break;
+        }
+        i += 32;
+    }
+    haystack[i..]
+        .iter()
+        .position(|&b| b == needle)
+        .map(|p| i + p)
+}
+
+/// `text.split_inclusive('\n')`.
+fn lines_inclusive(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = find_byte(b'\n', rest.as_bytes()).map_or(rest.len(), |i| i + 1);
+        let (line, tail) = rest.split_at(end);
+        rest = tail;
+        Some(line)
+    })
 }
 
 /// Unicode NFKC, fast for CJK text.
@@ -198,14 +228,14 @@ fn nfkc_around_unstable(text: &str, stable: impl Fn(char) -> bool) -> String {
 /// A `<` only opens a tag when followed by a letter, `/`, `!` or `?`, so text such as
 /// "a < b" or "<3" survives. Block-level tags become a line break.
 fn strip_html(text: &str) -> Cow<'_, str> {
-    if !text.contains('<') {
+    let bytes = text.as_bytes();
+    if !memchr_byte(b'<', bytes) {
         return Cow::Borrowed(text);
     }
-    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     let mut last = 0;
-    while let Some(off) = text[i..].find('<') {
+    while let Some(off) = find_byte(b'<', &bytes[i..]) {
         let start = i + off;
         let next = bytes.get(start + 1).copied();
         let opens_tag = matches!(next, Some(c) if c.is_ascii_alphabetic() || c == b'/' || c == b'!' || c == b'?');
@@ -223,7 +253,7 @@ fn strip_html(text: &str) -> Cow<'_, str> {
             last = end;
             continue;
         }
-        let Some(close) = text[start..].find('>') else {
+        let Some(close) = find_byte(b'>', &bytes[start..]) else {
             // "<abc" with no `>`: not a tag, keep it as text.
             i = start + 1;
             last = start;
@@ -463,11 +493,17 @@ enum Folded {
 fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> Folded {
     let bytes = line.as_bytes();
     let mut any = false;
+    // The words from `copy` to `end` and the single ASCII spaces between
+    // them: what `out` gets, as it is, at the next other whitespace or at
+    // the end.
+    let (mut copy, mut end) = (0, 0);
     let mut i = 0;
     loop {
         // Skip whitespace.
+        let space = i;
         loop {
             if i == bytes.len() {
+                out.push_str(&line[copy..end]);
                 return if any { Folded::Some } else { Folded::Nothing };
             }
             let len = space_len(bytes, i);
@@ -476,9 +512,15 @@ fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> F
             }
             i += len;
         }
+        if !any {
+            copy = i;
+        } else if i != space + 1 || bytes[space] != b' ' {
+            out.push_str(&line[copy..end]);
+            out.push(' ');
+            copy = i;
+        }
         // A word runs to the next whitespace. (Continuation bytes are PLAIN, and
         // whitespace starts at a character boundary, so slicing there is safe.)
-        let start = i;
         while i < bytes.len() {
             let c = class(bytes[i]);
             if c == HAN {
@@ -496,10 +538,7 @@ fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> F
                 break;
             }
         }
-        if any {
-            out.push(' ');
-        }
-        out.push_str(&line[start..i]);
+        end = i;
         any = true;
     }
 }
@@ -507,6 +546,26 @@ fn fold_whitespace_into(line: &str, out: &mut String, stop_at_marker: bool) -> F
 #[cfg(test)]
 mod tests {
     use super::normalize;
+
+    #[test]
+    fn byte_search_and_lines_agree_with_std() {
+        for len in [0, 1, 31, 32, 33, 64, 100] {
+            for at in [0, 1, 30, 31, 32, 33, 63, 64, 99] {
+                let mut text = "x".repeat(len);
+                if at < len {
+                    text.replace_range(at..=at, "\n");
+                }
+                let text = format!("{text}\n中\n\r\n{text}");
+                assert_eq!(
+                    super::find_byte(b'\n', text.as_bytes()),
+                    text.bytes().position(|b| b == b'\n')
+                );
+                assert!(super::lines_inclusive(&text).eq(text.split_inclusive('\n')));
+                assert!(super::lines_inclusive(&text[..len]).eq(text[..len].split_inclusive('\n')));
+            }
+        }
+        assert_eq!(super::lines_inclusive("").count(), 0);
+    }
 
     #[test]
     fn strips_comments_bold_and_blank_lines() {

@@ -183,17 +183,23 @@ impl Tokenizer {
                 // (Runs of ASCII punctuation and spaces between Han runs are common
                 // and have no words: skip the segmenter for them.)
                 unicode_words(run, |word| {
-                    let word = if word.is_ascii() {
-                        // Only `A-Z` can be uppercase, and lowercase one for one.
-                        if word.bytes().any(|b| b.is_ascii_uppercase()) {
+                    if word.is_ascii() {
+                        // A character a byte: a candidate has two bytes, one
+                        // of them a letter or digit. Only `A-Z` can be
+                        // uppercase, and lowercase one for one.
+                        let candidate =
+                            word.len() >= 2 && word.bytes().any(|b| b.is_ascii_alphanumeric());
+                        if candidate && word.bytes().any(|b| b.is_ascii_uppercase()) {
                             lower.clear();
                             lower.push_str(word);
                             lower.make_ascii_lowercase();
-                            lower.as_str()
-                        } else {
-                            word
+                            f(&lower, None);
+                        } else if candidate {
+                            f(word, None);
                         }
-                    } else if word.chars().any(char::is_uppercase) {
+                        return;
+                    }
+                    let word = if word.chars().any(char::is_uppercase) {
                         lower.clear();
                         lower.extend(word.chars().flat_map(char::to_lowercase));
                         lower.as_str()
@@ -352,6 +358,11 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
         // separators; any other run goes on until the next Han character (so
         // punctuation inside Latin text, as in "fox's", stays with its word).
         let jieba_run = is_han(first);
+        if !jieba_run {
+            let (run, tail) = rest.split_at(next_han(rest));
+            rest = tail;
+            return Some((false, run));
+        }
         let bytes = rest.as_bytes();
         let mut i = 0;
         let end = loop {
@@ -368,20 +379,41 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
                     let c = rest[i..].chars().next().unwrap_or_default();
                     (c, is_han(c), c.len_utf8())
                 };
-            let stop = if jieba_run {
-                !(han || is_separator(c))
-            } else {
-                han
-            };
-            if stop {
+            if !(han || is_separator(c)) {
                 break i;
             }
             i += len;
         };
         let (run, tail) = rest.split_at(end);
         rest = tail;
-        Some((jieba_run, run))
+        Some((true, run))
     })
+}
+
+/// The byte offset of the first Han character of `text`, or its length. Every
+/// Han character (U+3007 on) starts with a byte from E3 on, which no other
+/// byte of UTF-8 is: the bytes below are passed over undecoded.
+fn next_han(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    loop {
+        // Sixteen bytes at a time (one vector compare) while none is such.
+        for block in bytes[i..].chunks_exact(16) {
+            if block.iter().fold(false, |any, &b| any | (b >= 0xE3)) {
+                break;
+            }
+            i += 16;
+        }
+        match bytes[i..].iter().position(|&b| b >= 0xE3) {
+            Some(skip) => i += skip,
+            None => return bytes.len(),
+        }
+        let c = text[i..].chars().next().unwrap_or_default();
+        if is_han(c) {
+            return i;
+        }
+        i += c.len_utf8();
+    }
 }
 
 #[cfg(test)]
