@@ -48,25 +48,28 @@ local function conflict(parts, full)
 end
 -- Validation: the live buckets are the view's, none holds this id, and each
 -- one that received inserts since holds no article that meets this one.
+-- Per bucket: label, the view's counter, in range, full lists, may hold id.
 local live = redis.call('ZRANGE', KEYS[1], '0', '-1')
 local own_counter, shapes = nil, {} -- the own bucket's n: as read here; shapes
 if ARGV[FIRST_BUCKET] == '-1' then
   -- Bulk preload (RedisIndex::preload, benchmarks only): nothing to validate.
   if find_id(P, live, id, idhash) then return {'replay'} end
 else
-  if #live ~= (#ARGV - FIRST_BUCKET + 1) / 4 then return {'retry', 'buckets'} end
+  if #live ~= (#ARGV - FIRST_BUCKET + 1) / 5 then return {'retry', 'buckets'} end
   for b = 1, #live do
-    local i = FIRST_BUCKET + 4 * (b - 1)
-    local l, counter, inrange, full = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local i = FIRST_BUCKET + 5 * (b - 1)
+    local l, counter, inrange, full, may_hold_id = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
     if live[b] ~= l then return {'retry', 'buckets'} end
     local nk = redis.call('HMGET', P .. 'n:' .. l, 'n', 'k', 'l')
     if l == label then own_counter = nk end
     shapes[l] = nk[2]
     if nk[2] and nk[3] ~= LAYOUT then return {'layout', l} end
-    -- Stored already, anywhere in the window: this check is a replay.
-    if nk[2] and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then return {'replay'} end
     if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end -- expired since
     local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1] or '0')
+    -- Stored already (where the view may hold the id, or among the inserts
+    -- since): this check is a replay.
+    if nk[2] and (may_hold_id == '1' or from <= to)
+      and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then return {'replay'} end
     if inrange == '1' then
       -- Far behind (a stalled worker): catching up is cheaper.
       if to - from >= RECENT_SLOTS then return {'retry', 'behind'} end

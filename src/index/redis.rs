@@ -422,8 +422,13 @@ impl RedisIndex {
                     .into_iter()
                     .filter_map(|(label, _, bits)| Some((label, bits?)))
                     .collect();
-                let (found, n, views) =
-                    copy.candidates(&entry.fingerprint, cfg, (place.lo, place.hi), &shapes);
+                let (found, n, views) = copy.candidates(
+                    Some(&entry.id),
+                    &entry.fingerprint,
+                    cfg,
+                    (place.lo, place.hi),
+                    &shapes,
+                );
                 examined = examined.saturating_add(n);
                 (found, views, shapes)
             };
@@ -456,6 +461,7 @@ impl RedisIndex {
                             in_range: v.probed && shapes.contains_key(&v.label),
                             counter: v.synced,
                             full: if v.probed { v.full } else { String::new() },
+                            may_hold_id: v.may_hold_id,
                             label: v.label,
                         })
                         .collect(),
@@ -475,7 +481,7 @@ impl RedisIndex {
                 Committed::Ok(handle) => {
                     // File it now: the next check need not fetch it.
                     self.view()
-                        .stored(&place.label, handle, &entry.fingerprint)
+                        .stored(&place.label, handle, &entry.id, &entry.fingerprint)
                         .map_err(|reason| IndexError::Corrupt {
                             id: entry.id.clone(),
                             reason,

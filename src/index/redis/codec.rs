@@ -250,20 +250,6 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
     ))
 }
 
-/// The word count of a meta ([`encode_meta`]), the rest unread.
-pub(crate) fn meta_words(bytes: &[u8]) -> Result<u32, String> {
-    let mut fields = bytes.splitn(3, |&b| b == b'|');
-    fields
-        .nth(1)
-        .and_then(|w| std::str::from_utf8(w).ok()?.parse().ok())
-        .ok_or_else(|| {
-            format!(
-                "meta {:?} has no word count",
-                String::from_utf8_lossy(bytes)
-            )
-        })
-}
-
 /// An `a:` list element: the packed fingerprint ([`encode_fingerprint`])
 /// after its length, then the meta ([`encode_meta`]).
 pub fn encode_article(packed: &[u8], meta: &str) -> Vec<u8> {

@@ -58,6 +58,10 @@ pub(super) struct BucketCheck {
     pub counter: u64,
     /// Searched for candidates: inserts since are tested, not only the id.
     pub in_range: bool,
+    /// The view may hold this id in the bucket (its filter of id hashes
+    /// says so): the commit looks it up there even if nothing was inserted
+    /// since.
+    pub may_hold_id: bool,
     /// '1' per list the check looked up that was full in the view (the
     /// content list, then each lookup sketch hash's): a full list is never
     /// appended to, so an insert meeting the article only through it
@@ -111,6 +115,7 @@ impl CommitArgs<'_> {
                     });
                     argv.push(text(if b.in_range { "1" } else { "0" }));
                     argv.push(text(&b.full));
+                    argv.push(text(if b.may_hold_id { "1" } else { "0" }));
                 }
             }
         }
@@ -195,12 +200,14 @@ mod tests {
                 counter: 0,
                 in_range: true,
                 full: "000".into(),
+                may_hold_id: false,
             },
             BucketCheck {
                 label: "2025010500".into(),
                 counter: 41,
                 in_range: true,
                 full: "010".into(),
+                may_hold_id: true,
             },
         ];
         let argv = args(&fp, Validate::Since(views)).argv();
@@ -242,10 +249,12 @@ mod tests {
                 "",
                 "1",
                 "000",
+                "0",
                 "2025010500",
                 "41",
                 "1",
                 "010",
+                "1",
             ]
         );
         let preload = args(&fp, Validate::Nothing).argv();

@@ -14,7 +14,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::codec::{meta_words, packed_parts, u32s};
+use std::hash::BuildHasher;
+
+use rustc_hash::{FxBuildHasher, FxHashSet};
+
+use super::codec::{decode_meta, packed_parts, u32s};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
@@ -37,9 +41,9 @@ pub(crate) struct View {
     forgotten: HashSet<(String, u64)>,
 }
 
-/// A stored article as the view files it: its packed fingerprint, `None` for
-/// an empty fingerprint (held, never found).
-pub(crate) type Record = Option<Vec<u8>>;
+/// A stored article as the view files it: its id's hash ([`id_key`]) and
+/// packed fingerprint, `None` for an empty fingerprint (held, never found).
+pub(crate) type Record = (u32, Option<Vec<u8>>);
 
 /// One bucket's articles, handles `1..=synced`.
 #[derive(Debug)]
@@ -47,6 +51,11 @@ pub(crate) struct BucketCopy {
     pub(crate) start: i64,
     pub(crate) synced: u64,
     articles: Candidates,
+    /// A hash of the id of every article filed ([`id_key`]): a check whose
+    /// id's hash is not here was never stored in the handles held, so its
+    /// commit need not look the id up in this bucket. Deleted ids stay (a
+    /// lookup too many at worst).
+    ids: FxHashSet<u32>,
 }
 
 /// What a check needs of one live bucket besides its candidates.
@@ -58,10 +67,17 @@ pub(crate) struct BucketView {
     /// '1' per list the article looks up that is full (content, then each
     /// lookup sketch hash): commit.lua ignores inserts that share only those.
     pub(crate) full: String,
+    /// The bucket's handles held may include the article's id.
+    pub(crate) may_hold_id: bool,
     /// '1' per block position whose Redis set may be empty (commit.lua then
     /// gives the set the insert creates its expiry). Erring towards '1' only
     /// costs a redundant `EXPIREAT`.
     pub(crate) empty_sets: String,
+}
+
+/// The hash of an article id a view's filter holds.
+fn id_key(id: &str) -> u32 {
+    FxBuildHasher.hash_one(id) as u32
 }
 
 /// The keys of a packed fingerprint, its lookup hashes copied to `lookup`.
@@ -146,29 +162,34 @@ impl View {
             let record =
                 match record.filter(|_| !self.forgotten.remove(&(label.to_owned(), handle))) {
                     None => None,
-                    Some((p, m)) => Some((meta_words(m.as_ref())? > 0).then_some(p)),
+                    Some((p, m)) => {
+                        let meta = decode_meta(m.as_ref())?;
+                        Some((id_key(&meta.id), (meta.words > 0).then_some(p)))
+                    }
                 };
-            copy.file(
-                handle,
-                record.as_ref().map(|r| r.as_ref().map(|p| p.as_ref())),
-                self.lookup_signatures,
-            )?;
+            let record = record
+                .as_ref()
+                .map(|(id, p)| (*id, p.as_ref().map(|p| p.as_ref())));
+            copy.file(handle, record, self.lookup_signatures)?;
         }
         self.file_own(label)
     }
 
-    /// This process has just stored `fp` under `handle` of bucket `label`:
+    /// This process has just stored `fp` of article `id` under `handle` of
+    /// bucket `label`:
     /// file it now if it is next (no round trip to learn it), or when the
     /// handles before it are filed.
     pub(crate) fn stored(
         &mut self,
         label: &str,
         handle: u64,
+        id: &str,
         fp: &Fingerprint,
     ) -> Result<(), String> {
         match self.buckets.get(label) {
             Some(copy) if handle > copy.synced => {
-                let record = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
+                let packed = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
+                let record = (id_key(id), packed);
                 self.own
                     .entry(label.to_owned())
                     .or_default()
@@ -195,8 +216,8 @@ impl View {
             if handle != copy.synced + 1 {
                 break;
             }
-            let record = entry.remove();
-            let record = Some(record.as_deref())
+            let (id, packed) = entry.remove();
+            let record = Some((id, packed.as_deref()))
                 .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
             copy.file(handle, record, self.lookup_signatures)?;
         }
@@ -218,13 +239,15 @@ impl View {
         }
     }
 
-    /// Candidates for `fp` in the buckets whose start is in `lo..=hi`, as the
+    /// Candidates for `fp` of article `id` (`None`: any id) in the buckets
+    /// whose start is in `lo..=hi`, as the
     /// embedded index finds them (block neighbours within `max_distance`, the
     /// content list, the lookup sketch lists): their (label, bucket start,
     /// handle), how many
     /// slots were examined, and a view of every live bucket.
     pub(crate) fn candidates(
         &self,
+        id: Option<&str>,
         fp: &Fingerprint,
         cfg: &DecisionConfig,
         range: (i64, i64),
@@ -236,6 +259,7 @@ impl View {
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
         let keys = Keys::of(fp, self.lookup_signatures);
+        let id = id.map(id_key);
         for label in labels {
             let copy = &self.buckets[label];
             let probed = keys.is_some() && (range.0..=range.1).contains(&copy.start);
@@ -244,6 +268,7 @@ impl View {
                 synced: copy.synced,
                 probed,
                 full: String::new(),
+                may_hold_id: id.is_none_or(|id| copy.ids.contains(&id)),
                 empty_sets: "1111".into(),
             };
             if let Some(keys) = keys.filter(|_| probed) {
@@ -291,30 +316,34 @@ impl BucketCopy {
             start,
             synced: 0,
             articles: Candidates::new(false),
+            ids: FxHashSet::default(),
         }
     }
 
-    /// File handle `handle`: deleted (`None`), an empty fingerprint
-    /// (`Some(None)`) or a packed fingerprint.
+    /// File handle `handle`: deleted (`None`), or the article whose id
+    /// hashes to the `u32` ([`id_key`]) with its packed fingerprint (`None`:
+    /// an empty one).
     fn file(
         &mut self,
         handle: u64,
-        record: Option<Option<&[u8]>>,
+        record: Option<(u32, Option<&[u8]>)>,
         lookup: usize,
     ) -> Result<(), String> {
         u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
         self.synced = handle;
-        match record {
-            None => self.articles.skip(),
-            Some(None) => {
-                self.articles.insert(None)?;
-            }
-            Some(Some(packed)) => {
+        let Some((id, packed)) = record else {
+            self.articles.skip();
+            return Ok(());
+        };
+        self.ids.insert(id);
+        match packed {
+            None => self.articles.insert(None)?,
+            Some(packed) => {
                 let mut buf = [0; MAX_LOOKUP_SIGNATURES];
                 let keys = keys_of_packed(packed, &mut buf, lookup)?;
-                self.articles.insert(Some(&keys))?;
+                self.articles.insert(Some(&keys))?
             }
-        }
+        };
         Ok(())
     }
 }
@@ -347,7 +376,7 @@ mod tests {
 
     /// The handles of the candidates of `probe` in bucket range `range`.
     fn handles(r: &View, probe: &Fingerprint, range: (i64, i64)) -> Vec<u64> {
-        let (found, _, _) = r.candidates(probe, &cfg(), range, &HashMap::new());
+        let (found, _, _) = r.candidates(None, probe, &cfg(), range, &HashMap::new());
         found.into_iter().map(|(_, _, h)| h).collect()
     }
 
@@ -385,9 +414,12 @@ mod tests {
             words: 100,
             numbers: Vec::new(),
         };
-        let (found, _, views) = r.candidates(&near, &cfg(), (0, 0), &shapes);
+        let (found, _, views) = r.candidates(None, &near, &cfg(), (0, 0), &shapes);
         assert_eq!(found, [("b1".to_owned(), 0, 1)]);
         assert_eq!(views[0].synced, 3);
+        // Its filter of ids: "b" may be held, "c" is not.
+        let held = |id| r.candidates(Some(id), &near, &cfg(), (0, 0), &shapes).2[0].may_hold_id;
+        assert!(held("b") && !held("c"));
         assert_eq!(views[0].full, "00000");
         // Through the content hash and a sketch hash.
         let by_lists = Fingerprint {
@@ -428,12 +460,12 @@ mod tests {
             words: 100,
             numbers: Vec::new(),
         };
-        let (found, _, views) = r.candidates(&probe, &cfg(), (0, 0), &HashMap::new());
+        let (found, _, views) = r.candidates(None, &probe, &cfg(), (0, 0), &HashMap::new());
         assert_eq!(found.len(), LISTED_PER_HASH);
         assert_eq!(views[0].full, "11");
         // Deleting one frees a place, as in the embedded index.
         r.forget("b", 1);
-        let (_, _, views) = r.candidates(&probe, &cfg(), (0, 0), &HashMap::new());
+        let (_, _, views) = r.candidates(None, &probe, &cfg(), (0, 0), &HashMap::new());
         assert_eq!(views[0].full, "00");
     }
 
@@ -471,14 +503,14 @@ mod tests {
         let simhash = |c: u64| c.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let rec = |c: u64| fp(simhash(c), c, &[c as u32]);
         // Handle 2 is stored first (another task's commit ran later): it waits.
-        r.stored("b", 2, &rec(2)).unwrap();
+        r.stored("b", 2, "two", &rec(2)).unwrap();
         assert_eq!(r.len(), 0);
-        r.stored("b", 1, &rec(1)).unwrap();
+        r.stored("b", 1, "one", &rec(1)).unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(handles(&r, &rec(2), (0, 0)), [2]);
         // Handle 3 is another process' (fetched by the next sync); 4 is ours
         // and deleted before its turn: filed as deleted.
-        r.stored("b", 4, &rec(4)).unwrap();
+        r.stored("b", 4, "four", &rec(4)).unwrap();
         r.forget("b", 4);
         assert_eq!(
             r.plan(&[("b".to_owned(), 0, 4)]),
@@ -497,7 +529,7 @@ mod tests {
         assert!(handles(&r, &rec(4), (0, 0)).is_empty());
         assert_eq!(handles(&r, &rec(3), (0, 0)), [3]);
         // Stored into a bucket the copy has not seen: left to the next sync.
-        r.stored("new", 1, &rec(9)).unwrap();
+        r.stored("new", 1, "x", &rec(9)).unwrap();
         assert_eq!(r.len(), 3);
     }
 
@@ -517,10 +549,10 @@ mod tests {
             numbers: Vec::new(),
         };
         let shared = HashMap::from([("b".to_owned(), 10)]);
-        let (_, _, v) = r.candidates(&fp, &cfg(), (0, 0), &shared);
+        let (_, _, v) = r.candidates(None, &fp, &cfg(), (0, 0), &shared);
         assert_eq!(v[0].empty_sets, "0011");
         let positional = HashMap::from([("b".to_owned(), POSITIONAL_BLOCK_BITS)]);
-        let (_, _, v) = r.candidates(&fp, &cfg(), (0, 0), &positional);
+        let (_, _, v) = r.candidates(None, &fp, &cfg(), (0, 0), &positional);
         assert_eq!(v[0].empty_sets, "1011");
     }
 }
