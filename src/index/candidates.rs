@@ -6,21 +6,18 @@
 //! SimHash, and the entries it is filed under. What a slot's article is —
 //! its whole fingerprint, id and verdict — its holder knows: the embedded
 //! index keeps it beside this index, a worker reads the few candidates a
-//! search finds from Redis. The entries live in dense tables of 65,536 lists,
-//! a list per value of a key's first 16 bits, each entry a slot and the next
-//! bits of its key:
-//! - per SimHash block position, the slots with that block value, each with
-//!   the SimHash's block at the next position: a search reads a slot's SimHash
-//!   only when that block is within the distance, about 1 % of the listed
-//!   articles, so it scans arrays instead of visiting articles;
-//! - by content hash: the slot and the hash's other 48 bits;
-//! - by lookup sketch hash, wherever the hash stands in a sketch: the slot and
-//!   the hash's other 16 bits.
+//! search finds from Redis. The entries live in lists, each entry a slot and
+//! the bits of its key that its list does not say:
+//! - per SimHash block position, 65,536 lists, one per block value, the
+//!   slots with that block, each with the SimHash's block at the next
+//!   position: a search reads a slot's SimHash only when that block is within
+//!   the distance, about 1 % of the listed articles, so it scans arrays
+//!   instead of visiting articles;
+//! - by content hash, and by lookup sketch hash wherever the hash stands in a
+//!   sketch ([`Keyed`]: lists by the hash's top bits, more lists as they
+//!   fill, so that a list holds 8-16 entries at any size).
 //!
-//! (Content and sketch hashes are mixed by a bijection first, so that any
-//! set of hashes spreads over the lists.)
-//!
-//! The lists of a key hold its whole value, so a search compares no stored
+//! A list and its entries hold their key whole, so a search compares no
 //! article. At most [`LISTED_PER_HASH`] slots are filed per content or sketch
 //! hash. An entry costs 6 bytes (10 for the content hash) and its share of a
 //! list's spare capacity; a table costs 0.5 MB while empty.
@@ -36,7 +33,7 @@ use super::meet::Keys;
 use super::LISTED_PER_HASH;
 use crate::simhash::hamming;
 
-/// The lists of one table: 65,536, a list per value of a key's first 16 bits.
+/// The lists of one block table: one per block value.
 const LISTS: usize = 1 << 16;
 
 /// What a slot holds.
@@ -51,7 +48,8 @@ enum Held {
     Filed,
 }
 
-/// Tables of lists of `W`-wide entries: `[slot low, slot high, key bits…]`.
+/// Tables of lists of `W`-wide entries: `[slot low, slot high, key bits…]`,
+/// [`LISTS`] a table.
 /// `ThinVec`: an empty list is one pointer, so a table costs 0.5 MB before
 /// its first entry.
 #[derive(Debug, Default)]
@@ -85,35 +83,114 @@ impl<const W: usize> Lists<W> {
     }
 }
 
+/// Lists of entries by a key of `K` bits (32 or 64), mixed by a bijection
+/// (murmur3's finalizers, [`content_key`], [`sketch_key`]) so that keys of
+/// any distribution spread evenly. A key's list is its top `bits` bits, 16
+/// at first and one more whenever the lists hold 16 entries each on
+/// average, so a list stays short at any size; an entry holds the key's low
+/// `K - 16` bits, so list and entry hold the key whole whatever `bits` is.
+#[derive(Debug)]
+struct Keyed<const W: usize, const K: u32> {
+    lists: Vec<ThinVec<[u16; W]>>,
+    bits: u32,
+    entries: usize,
+}
+
+/// At most 2^22 lists (32 MB of list heads) per table.
+const MAX_LIST_BITS: u32 = 22;
+const GROW_AT: usize = 16;
+
+impl<const W: usize, const K: u32> Keyed<W, K> {
+    fn new() -> Self {
+        Keyed {
+            lists: Vec::new(),
+            bits: 16,
+            entries: 0,
+        }
+    }
+
+    /// The entry of `slot` under key `m`: the slot, then the key's low bits.
+    fn entry(slot: u32, m: u64) -> [u16; W] {
+        let mut e = [0; W];
+        e[0] = slot as u16;
+        e[1] = (slot >> 16) as u16;
+        for (j, part) in e.iter_mut().enumerate().skip(2) {
+            *part = (m >> (16 * (W - 1 - j))) as u16;
+        }
+        e
+    }
+
+    fn list(&self, m: u64) -> &[[u16; W]] {
+        let i = (m >> (K - self.bits)) as usize;
+        self.lists.get(i).map_or(&[], |l| &l[..])
+    }
+
+    /// The slots filed under key `m`, live or not.
+    fn filed(&self, m: u64) -> impl Iterator<Item = u32> + '_ {
+        let key = Self::entry(0, m);
+        self.list(m)
+            .iter()
+            .filter(move |e| e[2..] == key[2..])
+            .map(slot_of)
+    }
+
+    fn push(&mut self, slot: u32, m: u64) {
+        if self.lists.is_empty() {
+            self.lists = vec![ThinVec::new(); 1 << self.bits];
+        }
+        if self.entries >= GROW_AT << self.bits && self.bits < MAX_LIST_BITS {
+            self.grow();
+        }
+        let i = (m >> (K - self.bits)) as usize;
+        self.lists[i].push(Self::entry(slot, m));
+        self.entries += 1;
+    }
+
+    /// Twice the lists: each splits by the key's next bit, read from the
+    /// entry's low bits.
+    fn grow(&mut self) {
+        let next = K - self.bits - 1;
+        let mut lists = vec![ThinVec::new(); 2 << self.bits];
+        for (i, list) in std::mem::take(&mut self.lists).into_iter().enumerate() {
+            for e in list {
+                let low = e[2..].iter().fold(0u64, |v, &x| v << 16 | u64::from(x));
+                lists[2 * i + ((low >> next) & 1) as usize].push(e);
+            }
+        }
+        self.lists = lists;
+        self.bits += 1;
+    }
+
+    fn unfile(&mut self, slot: u32, m: u64) {
+        let i = (m >> (K - self.bits)) as usize;
+        if let Some(list) = self.lists.get_mut(i) {
+            if let Some(at) = list.iter().position(|e| slot_of(e) == slot) {
+                list.remove(at);
+                self.entries -= 1;
+            }
+            if list.is_empty() {
+                *list = ThinVec::new();
+            }
+        }
+    }
+}
+
 fn slot_of<const W: usize>(e: &[u16; W]) -> u32 {
     u32::from(e[0]) | u32::from(e[1]) << 16
 }
 
-fn entry<const W: usize>(slot: u32, bits: [u16; W]) -> [u16; W] {
-    let mut e = bits;
-    e[0] = slot as u16;
-    e[1] = (slot >> 16) as u16;
-    e
-}
-
-/// The content list of `hash` and its entry's key bits: those of the hash
-/// mixed by a bijection (murmur3's finalizer), so that hashes of any
-/// distribution spread over the lists and an entry still holds its key whole.
-fn content_key(hash: u64) -> (usize, [u16; 5]) {
+/// The content hash mixed (murmur3's 64-bit finalizer, a bijection).
+fn content_key(hash: u64) -> u64 {
     let mut m = (hash ^ (hash >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
     m = (m ^ (m >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    m ^= m >> 33;
-    let part = |shift: u32| (m >> shift) as u16;
-    ((m >> 48) as usize, [0, 0, part(32), part(16), part(0)])
+    m ^ (m >> 33)
 }
 
-/// The sketch list of `hash` and its entry's key bits, mixed as in
-/// [`content_key`] (murmur3's 32-bit finalizer).
-fn sketch_key(hash: u32) -> (usize, [u16; 3]) {
+/// A sketch hash mixed (murmur3's 32-bit finalizer, a bijection).
+fn sketch_key(hash: u32) -> u64 {
     let mut m = (hash ^ (hash >> 16)).wrapping_mul(0x85eb_ca6b);
     m = (m ^ (m >> 13)).wrapping_mul(0xc2b2_ae35);
-    m ^= m >> 16;
-    ((m >> 16) as usize, [0, 0, m as u16])
+    u64::from(m ^ (m >> 16))
 }
 
 /// The SimHash whose blocks are `blocks`, most significant first.
@@ -146,8 +223,8 @@ pub(crate) struct Candidates {
     live: usize,
     /// Four tables, position-major: `[slot, block at the next position]`.
     blocks: Lists<3>,
-    content: Lists<5>,
-    sketch: Lists<3>,
+    content: Keyed<5, 64>,
+    sketch: Keyed<3, 32>,
 }
 
 impl Candidates {
@@ -159,8 +236,8 @@ impl Candidates {
             free: Vec::new(),
             live: 0,
             blocks: Lists::default(),
-            content: Lists::default(),
-            sketch: Lists::default(),
+            content: Keyed::new(),
+            sketch: Keyed::new(),
         }
     }
 
@@ -215,19 +292,18 @@ impl Candidates {
             return Ok(slot);
         };
         for (p, &b) in keys.blocks.iter().enumerate() {
-            let next = keys.blocks[(p + 1) % 4];
-            let e = entry(slot, [0, 0, next]);
+            let e = [slot as u16, (slot >> 16) as u16, keys.blocks[(p + 1) % 4]];
             self.blocks.push(4, p * LISTS + usize::from(b), e);
         }
         // The first LISTED_PER_HASH articles of a hash only.
-        let (i, bits) = content_key(keys.content);
-        if self.listed(self.content.get(i), bits).count() < LISTED_PER_HASH {
-            self.content.push(1, i, entry(slot, bits));
+        let m = content_key(keys.content);
+        if self.live_of(self.content.filed(m)).count() < LISTED_PER_HASH {
+            self.content.push(slot, m);
         }
         for &s in keys.lookup {
-            let (i, bits) = sketch_key(s);
-            if self.listed(self.sketch.get(i), bits).count() < LISTED_PER_HASH {
-                self.sketch.push(1, i, entry(slot, bits));
+            let m = sketch_key(s);
+            if self.live_of(self.sketch.filed(m)).count() < LISTED_PER_HASH {
+                self.sketch.push(slot, m);
             }
         }
         Ok(slot)
@@ -251,9 +327,9 @@ impl Candidates {
                 for (p, &b) in keys.blocks.iter().enumerate() {
                     self.blocks.unfile(p * LISTS + usize::from(b), slot);
                 }
-                self.content.unfile(content_key(keys.content).0, slot);
+                self.content.unfile(slot, content_key(keys.content));
                 for &s in keys.lookup {
-                    self.sketch.unfile(sketch_key(s).0, slot);
+                    self.sketch.unfile(slot, sketch_key(s));
                 }
             }
             _ => {}
@@ -264,16 +340,12 @@ impl Candidates {
         true
     }
 
-    /// The live slots of `list` whose entries carry the key bits of `bits`.
-    fn listed<'a, const W: usize>(
+    /// The live slots among `slots`.
+    fn live_of<'a>(
         &'a self,
-        list: &'a [[u16; W]],
-        bits: [u16; W],
+        slots: impl Iterator<Item = u32> + 'a,
     ) -> impl Iterator<Item = u32> + 'a {
-        list.iter()
-            .filter(move |e| e[2..] == bits[2..])
-            .map(slot_of)
-            .filter(|&s| self.is_live(s))
+        slots.filter(|&s| self.is_live(s))
     }
 
     /// Whether a held article has SimHash block `value` at position `p`.
@@ -305,13 +377,14 @@ impl Candidates {
             }
         }
         let near = found.slots.len();
-        let (i, bits) = content_key(keys.content);
-        found.slots.extend(self.listed(self.content.get(i), bits));
+        let content = self.content.filed(content_key(keys.content));
+        found.slots.extend(self.live_of(content));
         found.full.push(found.slots.len() - near >= LISTED_PER_HASH);
         for &s in keys.lookup {
-            let (i, bits) = sketch_key(s);
             let before = found.slots.len();
-            found.slots.extend(self.listed(self.sketch.get(i), bits));
+            found
+                .slots
+                .extend(self.live_of(self.sketch.filed(sketch_key(s))));
             found
                 .full
                 .push(found.slots.len() - before >= LISTED_PER_HASH);
@@ -403,6 +476,22 @@ mod tests {
         assert_eq!(
             (f.slots.len(), f.full),
             (LISTED_PER_HASH, vec![false, true])
+        );
+    }
+
+    #[test]
+    fn keyed_lists_grow_and_keep_every_key() {
+        let mut k = Keyed::<3, 32>::new();
+        let n = (GROW_AT << 16) as u32 + 1;
+        for slot in 0..n {
+            k.push(slot, sketch_key(slot));
+        }
+        assert_eq!(k.bits, 17);
+        assert!((0..n).step_by(997).all(|s| k.filed(sketch_key(s)).eq([s])));
+        k.unfile(5, sketch_key(5));
+        assert_eq!(
+            (k.filed(sketch_key(5)).count(), k.entries),
+            (0, n as usize - 1)
         );
     }
 
