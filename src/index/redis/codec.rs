@@ -250,6 +250,34 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
     ))
 }
 
+/// After a duplicate's distance and signal: its `lengths` ids' lengths, then
+/// the ids, this article's last.
+fn skip_ids(rest: &str, lengths: usize) -> Option<&str> {
+    let mut parts = rest.splitn(3 + lengths, '|').skip(2);
+    let mut skip = 0;
+    for _ in 0..lengths {
+        skip += parts.next()?.parse::<usize>().ok()?;
+    }
+    parts.next()?.get(skip..)
+}
+
+/// The word count and id of a meta ([`encode_meta`]), its verdict unread:
+/// what a view files, without the allocations of [`decode_meta`].
+pub(crate) fn meta_words_and_id(bytes: &[u8]) -> Result<(u32, &str), String> {
+    let bad = || format!("meta {:?} is malformed", String::from_utf8_lossy(bytes));
+    let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
+    let mut fields = text.splitn(4, '|');
+    let (_, words, kind, rest) = (fields.next(), fields.next(), fields.next(), fields.next());
+    let words = words.and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+    let id = match (kind, rest) {
+        (Some("u"), Some(id)) => Some(id),
+        (Some("d"), Some(rest)) => skip_ids(rest, 1),
+        (Some("D"), Some(rest)) => skip_ids(rest, 2),
+        _ => None,
+    };
+    Ok((words, id.ok_or_else(bad)?))
+}
+
 /// An `a:` list element: the packed fingerprint ([`encode_fingerprint`])
 /// after its length, then the meta ([`encode_meta`]).
 pub fn encode_article(packed: &[u8], meta: &str) -> Vec<u8> {
@@ -404,6 +432,7 @@ mod tests {
             ("q|", direct.clone()),
         ] {
             let text = encode_meta(id, &v, 86_399_999, 7);
+            assert_eq!(meta_words_and_id(text.as_bytes()), Ok((7, id)));
             assert_eq!(
                 decode_meta(text.as_bytes()).unwrap(),
                 Meta {

@@ -18,7 +18,7 @@ use std::hash::BuildHasher;
 
 use rustc_hash::{FxBuildHasher, FxHashSet};
 
-use super::codec::{decode_meta, packed_parts, u32s};
+use super::codec::{meta_words_and_id, packed_parts, u32s};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
@@ -132,7 +132,7 @@ impl View {
                 self.own.remove(label);
             }
             if *n > copy.synced {
-                copy.articles.reserve((*n - copy.synced) as usize);
+                copy.reserve((*n - copy.synced) as usize);
                 wanted.push((label.clone(), copy.synced + 1, *n));
             }
         }
@@ -163,8 +163,8 @@ impl View {
                 match record.filter(|_| !self.forgotten.remove(&(label.to_owned(), handle))) {
                     None => None,
                     Some((p, m)) => {
-                        let meta = decode_meta(m.as_ref())?;
-                        Some((id_key(&meta.id), (meta.words > 0).then_some(p)))
+                        let (words, id) = meta_words_and_id(m.as_ref())?;
+                        Some((id_key(id), (words > 0).then_some(p)))
                     }
                 };
             let record = record
@@ -311,6 +311,12 @@ impl View {
 }
 
 impl BucketCopy {
+    /// Make room for `more` articles at once.
+    fn reserve(&mut self, more: usize) {
+        self.articles.reserve(more);
+        self.ids.reserve(more);
+    }
+
     fn new(start: i64) -> BucketCopy {
         BucketCopy {
             start,
