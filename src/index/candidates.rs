@@ -73,12 +73,7 @@ impl<const W: usize> Lists<W> {
     /// Remove `slot`'s entry from list `i`.
     fn unfile(&mut self, i: usize, slot: u32) {
         if let Some(list) = self.lists.get_mut(i) {
-            if let Some(at) = list.iter().position(|e| slot_of(e) == slot) {
-                list.remove(at);
-            }
-            if list.is_empty() {
-                *list = ThinVec::new();
-            }
+            remove_slot(list, slot);
         }
     }
 }
@@ -164,15 +159,24 @@ impl<const W: usize, const K: u32> Keyed<W, K> {
     fn unfile(&mut self, slot: u32, m: u64) {
         let i = (m >> (K - self.bits)) as usize;
         if let Some(list) = self.lists.get_mut(i) {
-            if let Some(at) = list.iter().position(|e| slot_of(e) == slot) {
-                list.remove(at);
+            if remove_slot(list, slot) {
                 self.entries -= 1;
-            }
-            if list.is_empty() {
-                *list = ThinVec::new();
             }
         }
     }
+}
+
+/// Remove `slot`'s entry from `list`, freeing the list when it empties;
+/// whether there was one.
+fn remove_slot<const W: usize>(list: &mut ThinVec<[u16; W]>, slot: u32) -> bool {
+    let found = list.iter().position(|e| slot_of(e) == slot);
+    if let Some(at) = found {
+        list.remove(at);
+    }
+    if list.is_empty() {
+        *list = ThinVec::new();
+    }
+    found.is_some()
 }
 
 fn slot_of<const W: usize>(e: &[u16; W]) -> u32 {

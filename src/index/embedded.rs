@@ -9,7 +9,6 @@ use std::sync::Mutex;
 
 use super::candidates::Candidates;
 use super::meet::Keys;
-use super::redis::codec::{decode_meta, encode_meta};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
@@ -36,8 +35,6 @@ struct Row {
     id: String,
     ts_ms: i64,
     fingerprint: Fingerprint,
-    /// As Redis stores it (an overlap in hundredths), so both indexes answer
-    /// a replay alike.
     verdict: Verdict,
 }
 
@@ -230,9 +227,6 @@ impl State {
 
     fn insert(&mut self, entry: &IndexEntry, verdict: Verdict, cfg: &DecisionConfig) {
         let fp = &entry.fingerprint;
-        let verdict = decode_meta(encode_meta(&entry.id, &verdict, 0, fp.words).as_bytes())
-            .expect("a meta decodes")
-            .verdict;
         let root = verdict
             .duplicate()
             .and_then(|d| self.ids.get(&d.dup_of).copied());

@@ -31,8 +31,9 @@ mod safety;
 mod view;
 
 pub use codec::{
-    decode_article, decode_fingerprint, decode_id_value, decode_meta, encode_article,
-    encode_fingerprint, encode_id_value, encode_meta, parse_simhash_member, simhash_member, Meta,
+    decode_article, decode_fingerprint, decode_id_value, decode_meta, decode_stored,
+    encode_article, encode_fingerprint, encode_id_value, encode_meta, parse_simhash_member,
+    simhash_member, Meta,
 };
 
 use std::collections::HashMap;
@@ -544,17 +545,16 @@ impl RedisIndex {
                 id: format!("{label}:{handle}"),
                 reason,
             };
-            let Some((packed, meta)) =
-                decode_article(record.as_deref().unwrap_or_default()).map_err(corrupt)?
+            let Some((meta, fp)) =
+                decode_stored(record.as_deref().unwrap_or_default()).map_err(corrupt)?
             else {
                 continue;
             };
-            let meta = decode_meta(meta).map_err(corrupt)?;
             cands.push(Cand {
                 label: label.clone(),
                 handle: *handle,
                 ts_ms: start + i64::from(meta.ts_offset),
-                fp: decode_fingerprint(packed, meta.words).map_err(corrupt)?,
+                fp,
                 meta,
             });
         }
@@ -712,11 +712,9 @@ fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
     let start = int(it.next())?;
     let (_, handle) = decode_id_value(&bytes(it.next())?).map_err(corrupt)?;
     let record = bytes(it.next())?;
-    let (packed, meta) = decode_article(&record)
+    let (meta, fingerprint) = decode_stored(&record)
         .map_err(corrupt)?
         .ok_or_else(|| corrupt("its article record is empty".into()))?;
-    let meta = decode_meta(meta).map_err(corrupt)?;
-    let fingerprint = decode_fingerprint(packed, meta.words).map_err(corrupt)?;
     let links = match it.next() {
         None => Vec::new(),
         Some(v) => {

@@ -306,6 +306,17 @@ pub fn decode_article(bytes: &[u8]) -> Result<Option<ArticleParts<'_>>, String> 
     Ok(Some((&bytes[2..2 + len], &bytes[2 + len..])))
 }
 
+/// The meta and fingerprint of an `a:` list element; `None` for an empty
+/// one (a deleted article).
+pub fn decode_stored(bytes: &[u8]) -> Result<Option<(Meta, Fingerprint)>, String> {
+    let Some((packed, meta)) = decode_article(bytes)? else {
+        return Ok(None);
+    };
+    let meta = decode_meta(meta)?;
+    let fingerprint = decode_fingerprint(packed, meta.words)?;
+    Ok(Some((meta, fingerprint)))
+}
+
 /// The `i:` hash value: the SimHash in 16 hex digits, then the handle.
 pub fn encode_id_value(simhash: u64, handle: u64) -> String {
     format!("{simhash:016x}:{handle}")

@@ -75,6 +75,13 @@ pub(crate) struct BucketView {
     pub(crate) empty_sets: String,
 }
 
+/// Whether handle `handle` of bucket `label` was deleted before it was
+/// filed (and is no longer so marked). A catch-up asks once per article:
+/// nothing is allocated while no deletion waits.
+fn unforget(forgotten: &mut HashSet<(String, u64)>, label: &str, handle: u64) -> bool {
+    !forgotten.is_empty() && forgotten.remove(&(label.to_owned(), handle))
+}
+
 /// The hash of an article id a view's filter holds.
 fn id_key(id: &str) -> u32 {
     FxBuildHasher.hash_one(id) as u32
@@ -159,14 +166,13 @@ impl View {
             if handle != copy.synced + 1 {
                 break;
             }
-            let record =
-                match record.filter(|_| !self.forgotten.remove(&(label.to_owned(), handle))) {
-                    None => None,
-                    Some((p, m)) => {
-                        let (words, id) = meta_words_and_id(m.as_ref())?;
-                        Some((id_key(id), (words > 0).then_some(p)))
-                    }
-                };
+            let record = match record.filter(|_| !unforget(&mut self.forgotten, label, handle)) {
+                None => None,
+                Some((p, m)) => {
+                    let (words, id) = meta_words_and_id(m.as_ref())?;
+                    Some((id_key(id), (words > 0).then_some(p)))
+                }
+            };
             let record = record
                 .as_ref()
                 .map(|(id, p)| (*id, p.as_ref().map(|p| p.as_ref())));
@@ -218,7 +224,7 @@ impl View {
             }
             let (id, packed) = entry.remove();
             let record = Some((id, packed.as_deref()))
-                .filter(|_| !self.forgotten.remove(&(label.to_owned(), handle)));
+                .filter(|_| !unforget(&mut self.forgotten, label, handle));
             copy.file(handle, record, self.lookup_signatures)?;
         }
         if own.is_empty() {
