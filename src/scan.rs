@@ -17,7 +17,6 @@ use serde::Serialize;
 use crate::article::{id_hint, parse_json_line, Rejection};
 use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::index::{EmbeddedIndex, IndexEntry, Verdict};
-use crate::normalize::find_byte;
 use crate::simhash::to_hex;
 
 /// Lines fingerprinted together, at most: enough to keep every core busy.
@@ -320,8 +319,8 @@ pub fn scan_records(
 }
 
 /// Append the next line of `input` (to its `\n` or the end) to `buf`, and
-/// return its length: `read_until(b'\n', buf)`, with a newline search that
-/// compares 32 bytes a step ([`find_byte`]).
+/// return its length: `read_until(b'\n', buf)`, with the `memchr` crate's
+/// vectorised newline search.
 fn read_line_into(input: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
     let mut read = 0;
     loop {
@@ -330,7 +329,7 @@ fn read_line_into(input: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Resul
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let (done, used) = match find_byte(b'\n', available) {
+        let (done, used) = match memchr::memchr(b'\n', available) {
             Some(i) => (true, i + 1),
             None => (available.is_empty(), available.len()),
         };
