@@ -66,14 +66,15 @@ else
     if nk[2] and nk[3] ~= LAYOUT then return {'layout', l} end
     if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end -- expired since
     local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1] or '0')
+    local recs = inrange == '1' and from <= to and to - from < RECENT_SLOTS and recent_records(P, l, from, to)
     -- Stored already (where the view may hold the id, or among the inserts
-    -- since): this check is a replay.
-    if nk[2] and (may_hold_id == '1' or from <= to)
+    -- since, unless none of their records has its hash): a replay.
+    if nk[2] and (may_hold_id == '1' or (from <= to and (not recs or has_id_hash(recs[1][1], idhash))))
       and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then return {'replay'} end
     if inrange == '1' then
       -- Far behind (a stalled worker): catching up is cheaper.
       if to - from >= RECENT_SLOTS then return {'retry', 'behind'} end
-      local why = from <= to and conflict(recent_records(P, l, from, to), full)
+      local why = recs and conflict(recs, full)
       if why then return {'retry', why} end
     end
   end

@@ -44,7 +44,7 @@ use ::redis::{Script, Value};
 
 use self::commit::{BucketCheck, CommitArgs, Committed, Validate};
 use self::conn::Conn;
-use self::view::View;
+use self::view::{Candidate, Place, View};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
@@ -413,7 +413,7 @@ impl RedisIndex {
                 self.freshen(&mut conn, must, write).await?;
             }
             must = true;
-            let (found, views, shapes) = {
+            let (unread, views, shapes, mut cands, forgets) = {
                 let copy = self.view();
                 // Read under the view's lock: a catch-up learns a bucket's
                 // shape before the view holds it, so every bucket the view
@@ -431,10 +431,15 @@ impl RedisIndex {
                     &shapes,
                 );
                 examined = examined.saturating_add(n);
-                (found, views, shapes)
+                let (kept, unread) = copy.kept_of(found);
+                (unread, views, shapes, kept, copy.forgets)
             };
-            let cands = self.fetch(&mut conn, &found).await?;
-            let verdict = verdict_among(entry, cands.iter().collect(), cfg);
+            let read = self.fetch(&mut conn, &unread).await?;
+            if !read.is_empty() {
+                self.view().keep(&read, forgets);
+                cands.extend(read);
+            }
+            let verdict = verdict_among(entry, cands.iter().map(|c| &**c).collect(), cfg);
             let own = views.iter().find(|v| v.label == place.label && v.probed);
             let view = ViewOfBuckets {
                 meta: encode_meta(
@@ -445,7 +450,7 @@ impl RedisIndex {
                 ),
                 // Where the root is when it is among the candidates (usually:
                 // the match is its own root); commit.lua looks there first.
-                root_label: root_label(&verdict, cands.iter()),
+                root_label: root_label(&verdict, cands.iter().map(|c| &**c)),
                 own_shape: own.and_then(|v| shapes.get(&v.label).copied()),
                 empty_sets: own.map_or(String::new(), |v| v.empty_sets.clone()),
                 validate: Validate::Since(
@@ -521,14 +526,14 @@ impl RedisIndex {
         })
     }
 
-    /// The candidates `found` ((label, bucket start, handle) in the view),
-    /// read from their `a:` elements: one pipeline. One deleted since is left
-    /// out, as it would be from the view.
+    /// The candidates `found` in the view and not kept there, read from
+    /// their `a:` elements: one pipeline. One deleted since is left out, as
+    /// it would be from the view.
     async fn fetch(
         &self,
         conn: &mut Conn,
-        found: &[(String, i64, u64)],
-    ) -> Result<Vec<Cand>, IndexError> {
+        found: &[Place],
+    ) -> Result<Vec<Arc<Candidate>>, IndexError> {
         if found.is_empty() {
             return Ok(Vec::new());
         }
@@ -550,13 +555,13 @@ impl RedisIndex {
             else {
                 continue;
             };
-            cands.push(Cand {
+            cands.push(Arc::new(Candidate {
                 label: label.clone(),
                 handle: *handle,
                 ts_ms: start + i64::from(meta.ts_offset),
                 fp,
                 meta,
-            });
+            }));
         }
         Ok(cands)
     }
@@ -742,7 +747,7 @@ fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
 /// The verdict on `entry` among `cands` (any order, repeats allowed), as the
 /// embedded index gives it: [`decide`] over them in (bucket, handle) order,
 /// and a duplicate linked to its match's root.
-fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Cand>, cfg: &DecisionConfig) -> Verdict {
+fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Candidate>, cfg: &DecisionConfig) -> Verdict {
     if entry.fingerprint.is_empty() {
         return Verdict::Unique;
     }
@@ -770,18 +775,12 @@ fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Cand>, cfg: &DecisionConfig
 
 /// The bucket of a duplicate's root when it is among `cands` (usually: the
 /// match is its own root), so commit.lua looks for the root there first.
-fn root_label<'a>(verdict: &Verdict, mut cands: impl Iterator<Item = &'a Cand>) -> Option<String> {
+fn root_label<'a>(
+    verdict: &Verdict,
+    mut cands: impl Iterator<Item = &'a Candidate>,
+) -> Option<String> {
     let root = &verdict.duplicate()?.dup_of;
     cands.find(|c| &c.meta.id == root).map(|c| c.label.clone())
-}
-
-/// A candidate article, found in the view and read from Redis.
-struct Cand {
-    label: String,
-    handle: u64,
-    fp: Fingerprint,
-    ts_ms: i64,
-    meta: Meta,
 }
 
 /// The bucket registry (`ZRANGE … WITHSCORES`): (label, start), oldest first.

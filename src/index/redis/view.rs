@@ -13,12 +13,12 @@
 //! Pure data, no I/O: `RedisIndex` fetches, this module files and searches.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use rustc_hash::{FxBuildHasher, FxHashSet};
 
-use super::codec::{meta_words_and_id, packed_parts, u32s};
+use super::codec::{meta_words_and_id, packed_parts, u32s, Meta};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
@@ -26,10 +26,21 @@ use crate::index::meet::Keys;
 use crate::keys::POSITIONAL_BLOCK_BITS;
 use crate::simhash::blocks;
 
+/// Candidates read from Redis that a view keeps, at most. The few articles
+/// listed under hashes many articles share (a boilerplate clause in the
+/// sketch) are candidates of check after check; kept, they are read once.
+/// All are dropped when the view holds this many.
+const KEPT_CANDIDATES: usize = 4096;
+
 /// The copies of the live buckets, and how far the deletion log was read.
 #[derive(Debug, Default)]
 pub(crate) struct View {
     buckets: HashMap<String, BucketCopy>,
+    /// Candidates kept ([`KEPT_CANDIDATES`]), over all buckets.
+    kept: usize,
+    /// Articles forgotten so far: candidates read before one was forgotten
+    /// are not kept (they may be the one).
+    pub(crate) forgets: u64,
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
     lookup_signatures: usize,
@@ -56,6 +67,22 @@ pub(crate) struct BucketCopy {
     /// commit need not look the id up in this bucket. Deleted ids stay (a
     /// lookup too many at worst).
     ids: FxHashSet<u32>,
+    /// Candidates read from Redis, by handle, until the article is forgotten.
+    kept: HashMap<u64, Arc<Candidate>>,
+}
+
+/// Where the view found a candidate: its bucket's label and start, its handle.
+pub(crate) type Place = (String, i64, u64);
+
+/// A candidate article found in the view and read from Redis (its `a:`
+/// element): what a check decides with.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub(crate) label: String,
+    pub(crate) handle: u64,
+    pub(crate) ts_ms: i64,
+    pub(crate) fp: Fingerprint,
+    pub(crate) meta: Meta,
 }
 
 /// What a check needs of one live bucket besides its candidates.
@@ -120,6 +147,7 @@ impl View {
     pub(crate) fn plan(&mut self, live: &[(String, i64, u64)]) -> Vec<(String, u64, u64)> {
         self.buckets
             .retain(|label, _| live.iter().any(|(l, _, _)| l == label));
+        self.kept = self.buckets.values().map(|c| c.kept.len()).sum();
         self.own
             .retain(|label, _| live.iter().any(|(l, _, _)| l == label));
         self.forgotten
@@ -135,6 +163,7 @@ impl View {
             // retention): this process filed its own inserts after the counter
             // was read.
             if copy.start != *start {
+                self.kept -= copy.kept.len();
                 *copy = BucketCopy::new(*start);
                 self.own.remove(label);
             }
@@ -236,7 +265,11 @@ impl View {
     /// The article deleted from bucket `label` under `handle` is gone (one
     /// not filed yet is filed as deleted).
     pub(crate) fn forget(&mut self, label: &str, handle: u64) {
+        self.forgets += 1;
         if let Some(copy) = self.buckets.get_mut(label) {
+            if copy.kept.remove(&handle).is_some() {
+                self.kept -= 1;
+            }
             if handle > copy.synced {
                 self.forgotten.insert((label.to_owned(), handle));
             } else if let Ok(h) = u32::try_from(handle) {
@@ -258,7 +291,7 @@ impl View {
         cfg: &DecisionConfig,
         range: (i64, i64),
         shapes: &HashMap<String, u32>,
-    ) -> (Vec<(String, i64, u64)>, u32, Vec<BucketView>) {
+    ) -> (Vec<Place>, u32, Vec<BucketView>) {
         let mut found = Vec::new();
         let mut views = Vec::new();
         let mut examined = 0usize;
@@ -310,6 +343,38 @@ impl View {
         (found, examined, views)
     }
 
+    /// The candidates among `found` already read, and those still to read.
+    pub(crate) fn kept_of(&self, found: Vec<Place>) -> (Vec<Arc<Candidate>>, Vec<Place>) {
+        let mut kept = Vec::with_capacity(found.len());
+        let mut unread = Vec::new();
+        for f in found {
+            match self.buckets.get(&f.0).and_then(|c| c.kept.get(&f.2)) {
+                Some(c) => kept.push(Arc::clone(c)),
+                None => unread.push(f),
+            }
+        }
+        (kept, unread)
+    }
+
+    /// Keep candidates just read, unless an article was forgotten after
+    /// [`forgets`](View::forgets) read `forgets`.
+    pub(crate) fn keep(&mut self, read: &[Arc<Candidate>], forgets: u64) {
+        if forgets != self.forgets {
+            return;
+        }
+        if self.kept + read.len() > KEPT_CANDIDATES {
+            self.buckets.values_mut().for_each(|c| c.kept.clear());
+            self.kept = 0;
+        }
+        for c in read {
+            if let Some(copy) = self.buckets.get_mut(&c.label) {
+                if copy.kept.insert(c.handle, Arc::clone(c)).is_none() {
+                    self.kept += 1;
+                }
+            }
+        }
+    }
+
     /// Articles held, over all live buckets.
     pub(crate) fn len(&self) -> usize {
         self.buckets.values().map(|c| c.articles.len()).sum()
@@ -329,6 +394,7 @@ impl BucketCopy {
             synced: 0,
             articles: Candidates::new(false),
             ids: FxHashSet::default(),
+            kept: HashMap::new(),
         }
     }
 
@@ -447,6 +513,51 @@ mod tests {
         r.forget("b1", 2);
         assert_eq!(handles(&r, &by_lists, (0, 0)), [1]);
         assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn candidates_read_are_kept_until_forgotten_or_too_many() {
+        let mut r = View::new(4);
+        r.plan(&[("b".to_owned(), 0, 2)]);
+        let read = |handle: u64| {
+            Arc::new(Candidate {
+                label: "b".into(),
+                handle,
+                ts_ms: 0,
+                fp: fp(handle, handle, &[]),
+                meta: Meta {
+                    id: format!("a{handle}"),
+                    verdict: Verdict::Unique,
+                    ts_offset: 0,
+                    words: 100,
+                },
+            })
+        };
+        let found = |hs: &[u64]| hs.iter().map(|&h| ("b".to_owned(), 0, h)).collect();
+        let split = |r: &View, hs: &[u64]| {
+            let (kept, unread) = r.kept_of(found(hs));
+            let kept: Vec<u64> = kept.iter().map(|c| c.handle).collect();
+            let unread: Vec<u64> = unread.iter().map(|f| f.2).collect();
+            (kept, unread)
+        };
+        let before = r.forgets;
+        r.keep(&[read(1), read(2)], before);
+        assert_eq!(split(&r, &[1, 2]), (vec![1, 2], vec![]));
+        // A deleted article is read again (and found missing), never served.
+        r.forget("b", 2);
+        assert_eq!(split(&r, &[1, 2]), (vec![1], vec![2]));
+        // Read before that deletion: not kept.
+        r.keep(&[read(2)], before);
+        assert_eq!(split(&r, &[2]), (vec![], vec![2]));
+        // Full: all dropped, the new ones kept.
+        let many: Vec<_> = (3..3 + KEPT_CANDIDATES as u64).map(read).collect();
+        r.keep(&many, r.forgets);
+        assert_eq!(r.kept, KEPT_CANDIDATES);
+        r.keep(&[read(1)], r.forgets);
+        assert_eq!((r.kept, split(&r, &[1, 3])), (1, (vec![1], vec![3])));
+        // A bucket gone from the registry takes its candidates along.
+        r.plan(&[]);
+        assert_eq!(r.kept, 0);
     }
 
     #[test]
