@@ -526,9 +526,9 @@ impl RedisIndex {
         })
     }
 
-    /// The candidates `found` in the view and not kept there, read from
-    /// their `a:` elements: one pipeline. One deleted since is left out, as
-    /// it would be from the view.
+    /// The articles at `found` (candidates found in the view and not kept
+    /// there, or a cluster's duplicates), read from their `a:` elements: one
+    /// pipeline. One deleted since is left out, as it would be from the view.
     async fn fetch(
         &self,
         conn: &mut Conn,
@@ -922,39 +922,19 @@ impl Index for RedisIndex {
                 duplicates: vec![id.to_owned()],
             }));
         };
-        let mut duplicates = Vec::new();
-        if !root_row.links.is_empty() {
-            let mut pipe = ::redis::pipe();
-            for (label, h) in &root_row.links {
-                pipe.cmd("LINDEX")
-                    .arg(self.inner.keys.articles(label, *h))
-                    .arg(slot(*h));
-            }
-            let records: Vec<Option<Vec<u8>>> =
-                pipe.query_async(&mut conn).await.map_err(backend)?;
-            let mut seen: HashMap<String, ()> = HashMap::new();
-            let corrupt = |reason| IndexError::Corrupt {
-                id: root.clone(),
-                reason,
-            };
-            // A deleted duplicate's record is gone or empty (delete.lua).
-            for record in records.into_iter().flatten() {
-                let Some((_, meta)) = decode_article(&record).map_err(corrupt)? else {
-                    continue;
-                };
-                let Meta {
-                    id: dup, verdict, ..
-                } = decode_meta(meta).map_err(corrupt)?;
-                // A deleted duplicate leaves a stale link; a re-used id may now
-                // belong elsewhere: keep only live duplicates that name this root.
-                if verdict.duplicate().is_some_and(|d| d.dup_of == root)
-                    && seen.insert(dup.clone(), ()).is_none()
-                {
-                    duplicates.push(dup);
-                }
-            }
-        }
-        duplicates.sort();
+        // A deleted duplicate's record is gone or empty (delete.lua) and
+        // leaves a stale link; a re-used id may now belong elsewhere: keep
+        // only live duplicates that name this root.
+        let links: Vec<Place> = root_row.links.into_iter().map(|(l, h)| (l, 0, h)).collect();
+        let mut duplicates: Vec<String> = self
+            .fetch(&mut conn, &links)
+            .await?
+            .iter()
+            .filter(|c| c.meta.verdict.duplicate().is_some_and(|d| d.dup_of == root))
+            .map(|c| c.meta.id.clone())
+            .collect();
+        duplicates.sort_unstable();
+        duplicates.dedup();
         Ok(Some(Cluster { root, duplicates }))
     }
 }
