@@ -143,6 +143,11 @@ async fn commits_wait_for_the_replicas_asked() {
         wait_until("the first output", ha_common::LIMIT, || {
             xlen(&mut conn, &out) == 1
         });
+        // Its entry is released only after its own WAIT: before the replica
+        // sleeps, or that one would be held too.
+        wait_until("the first entry released", ha_common::LIMIT, || {
+            metrics.in_flight.get() == 0
+        });
         assert_eq!(metrics.replica_waits_timed_out.get(), 0);
         // The replica stops answering for 3 s.
         let mut sleeper = replica.connection();
