@@ -16,30 +16,30 @@ local indexed, root, root_hash, root_hint = ARGV[11] == '1', ARGV[12], ARGV[13],
 local default_shape, S, k, empty = ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]), ARGV[18]
 local record, known, FIRST_BUCKET = ARGV[19], k ~= nil, 20
 local packed = article_packed(article)
--- The keys, as bytes at their offsets in a record: the four blocks (4-10),
--- the content hash (12), then the S lookup sketch hashes (20 on; key 5 + s is
--- list s + 1 among the full-list flags); built at once.
+-- The keys, as bytes at their offsets in a record: the id hash (1), the four
+-- blocks (4-10), the content hash (12), then the S lookup sketch hashes (20
+-- on; key 6 + s is list s + 1 among the full-list flags); built at once.
 local sub = string.sub
-local tokens = {sub(packed, 1, 2), sub(packed, 3, 4), sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, 16)}
-for s = 1, S do tokens[5 + s] = sub(packed, 13 + 4 * s, 16 + 4 * s) end
-local last = indexed and 5 + S or 4
--- Which key of this article's a record in `parts` (prelude.lua,
--- recent_records) has: its kind, or nil. A hit counts only at its key's
--- offset in a record of an article (first byte: 1 + its sketch's length,
--- 255: unbounded; 0: deleted), within the sketch for a sketch hash. A list
--- full in the view (`full`: '1') is never appended to: meeting only through
--- it is no conflict. One string.find per key over all records.
-local function conflict(parts, full)
+local tokens = {sub(record, 2, 4), sub(packed, 1, 2), sub(packed, 3, 4), sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, 16)}
+for s = 1, S do tokens[6 + s] = sub(packed, 13 + 4 * s, 16 + 4 * s) end
+local last = indexed and 6 + S or 5
+-- Which key (t0..t1 of tokens) a record in `parts` (prelude.lua,
+-- recent_records) has: 'id', a key's kind, or nil. A hit counts only at
+-- its key's offset in a record of an article (first byte: 1 + its sketch's
+-- length, 255: unbounded; 0: deleted), within the sketch for a sketch hash.
+-- A list full in the view (`full`: '1') is never appended to: meeting only
+-- through it is no conflict. One string.find per key over all records.
+local function conflict(parts, full, t0, t1)
   for p = 1, #parts do
     local recs, stride = parts[p][1], parts[p][2]
-    for t = 1, last do
-      local pos = not (t >= 5 and string.byte(full, t - 4) == 49) and string.find(recs, tokens[t], 1, true)
+    for t = t0, t1 do
+      local pos = not (t >= 6 and string.byte(full, t - 5) == 49) and string.find(recs, tokens[t], 1, true)
       while pos do
         local off = (pos - 1) % stride
         local n = string.byte(recs, pos - off) - 1
-        if n >= 0 and ((t <= 4 and off % 2 == 0 and off >= 4 and off <= 10)
-          or (t == 5 and off == 12) or (t > 5 and off >= 20 and off % 4 == 0 and (n == 254 or off < 20 + 4 * n))) then
-          return t <= 4 and 'block' or (t == 5 and 'content' or 'signature')
+        if n >= 0 and ((t == 1 and off == 1) or (t > 1 and t <= 5 and off % 2 == 0 and off >= 4 and off <= 10)
+          or (t == 6 and off == 12) or (t > 6 and off >= 20 and off % 4 == 0 and (n == 254 or off < 20 + 4 * n))) then
+          return t == 1 and 'id' or (t <= 5 and 'block' or (t == 6 and 'content' or 'signature'))
         end
         pos = string.find(recs, tokens[t], pos + 1, true)
       end
@@ -69,12 +69,12 @@ else
     local recs = inrange == '1' and from <= to and to - from < RECENT_SLOTS and recent_records(P, l, from, to)
     -- Stored already (where the view may hold the id, or among the inserts
     -- since, unless none of their records has its hash): a replay.
-    if nk[2] and (may_hold_id == '1' or (from <= to and (not recs or has_id_hash(recs[1][1], idhash))))
+    if nk[2] and (may_hold_id == '1' or (from <= to and (not recs or conflict(recs, full, 1, 1))))
       and redis.call('HEXISTS', ids_key(P, l, tonumber(nk[2]), idhash), id) == 1 then return {'replay'} end
     if inrange == '1' then
       -- Far behind (a stalled worker): catching up is cheaper.
       if to - from >= RECENT_SLOTS then return {'retry', 'behind'} end
-      local why = recs and conflict(recs, full)
+      local why = recs and conflict(recs, full, 2, last)
       if why then return {'retry', why} end
     end
   end

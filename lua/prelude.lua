@@ -130,17 +130,3 @@ local function recent_records(P, l, from, to)
   end
   return parts
 end
-
--- Whether records end to end (RECENT_STRIDE bytes each, from recent_records)
--- hold one whose id hash (bytes 2-4) starts as `idhash` (hex, as for
--- ids_key) does: where an id may be stored, for one string.find.
-local function has_id_hash(recs, idhash)
-  local h = tonumber(string.sub(idhash, 1, 6), 16)
-  local want = string.char(math.floor(h / 65536), math.floor(h / 256) % 256, h % 256)
-  local pos = string.find(recs, want, 2, true)
-  while pos do
-    if (pos - 2) % RECENT_STRIDE == 0 then return true end
-    pos = string.find(recs, want, pos + 1, true)
-  end
-  return false
-end
