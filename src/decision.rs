@@ -161,6 +161,13 @@ impl DecisionConfig {
         a_ms.abs_diff(b_ms) <= self.window_ms
     }
 
+    /// The farthest, in SimHash bits, a candidate can be and still match
+    /// other than by equal content: the simhash signal's bound, or the
+    /// sentence signal's at full overlap.
+    pub fn farthest_match(&self) -> u32 {
+        self.max_distance.max(self.sentence_max_distance)
+    }
+
     /// The SimHash bound for a candidate with estimated text overlap `overlap`
     /// (0..=1); `None` when nothing is shared.
     pub fn sentence_bound(&self, overlap: f64) -> Option<u32> {
@@ -442,6 +449,28 @@ mod tests {
         // Sharing 1 of 2 (overlap 0.5) allows 8 bits.
         assert_eq!(sentence(0xff, &[20, 30]), Some(Signal::Sentence));
         assert_eq!(sentence(0x1ff, &[20, 30]), None);
+    }
+
+    #[test]
+    fn nothing_farther_than_the_farthest_match_matches_but_by_content() {
+        for (max_distance, sentence_max_distance) in [(3, 17), (3, 2), (0, 0)] {
+            let cfg = DecisionConfig {
+                max_distance,
+                sentence_max_distance,
+                ..Default::default()
+            };
+            let me = fp(0, 1, &[10, 20]);
+            let at = |bits: u32| {
+                let h = if bits == 0 {
+                    0
+                } else {
+                    u64::MAX >> (64 - bits)
+                };
+                classify(&me, &cand("a", h, 2, &[10, 20], 0), &cfg).is_some()
+            };
+            let farthest = cfg.farthest_match();
+            assert!(at(farthest) && !at(farthest + 1), "{cfg:?}");
+        }
     }
 
     #[test]

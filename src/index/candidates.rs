@@ -361,9 +361,13 @@ impl Candidates {
     }
 
     /// The candidates of an article found through `keys`: the articles whose
-    /// SimHash shares a block with its and is within `max_distance` bits, and
-    /// those listed under its content hash or a lookup hash.
-    pub(crate) fn find(&self, keys: &Keys, max_distance: u32) -> Found {
+    /// SimHash shares a block with its and is within `max_distance` bits,
+    /// those listed under its content hash, and those listed under a lookup
+    /// hash whose SimHash is within `farthest` bits (no farther one can match
+    /// but by content: [`DecisionConfig::farthest_match`]).
+    ///
+    /// [`DecisionConfig::farthest_match`]: crate::decision::DecisionConfig::farthest_match
+    pub(crate) fn find(&self, keys: &Keys, max_distance: u32, farthest: u32) -> Found {
         let mut found = Found::default();
         let simhash = simhash_of(keys.blocks);
         for (p, &b) in keys.blocks.iter().enumerate() {
@@ -384,16 +388,18 @@ impl Candidates {
         let content = self.content.filed(content_key(keys.content));
         found.slots.extend(self.live_of(content));
         found.full.push(found.slots.len() - near >= LISTED_PER_HASH);
-        for &s in keys.lookup {
-            let before = found.slots.len();
-            found
-                .slots
-                .extend(self.live_of(self.sketch.filed(sketch_key(s))));
-            found
-                .full
-                .push(found.slots.len() - before >= LISTED_PER_HASH);
-        }
         found.examined += found.slots.len() - near;
+        for &s in keys.lookup {
+            let mut listed = 0;
+            for slot in self.live_of(self.sketch.filed(sketch_key(s))) {
+                listed += 1;
+                if hamming(self.simhashes[slot as usize], simhash) <= farthest {
+                    found.slots.push(slot);
+                }
+            }
+            found.examined += listed;
+            found.full.push(listed >= LISTED_PER_HASH);
+        }
         found.slots.sort_unstable();
         found.slots.dedup();
         found
@@ -420,7 +426,7 @@ mod tests {
     }
 
     fn find(c: &Candidates, f: &Fingerprint, lookup: usize, distance: u32) -> Found {
-        c.find(&Keys::of(f, lookup).unwrap(), distance)
+        c.find(&Keys::of(f, lookup).unwrap(), distance, 64)
     }
 
     #[test]
@@ -481,6 +487,22 @@ mod tests {
             (f.slots.len(), f.full),
             (LISTED_PER_HASH, vec![false, true])
         );
+    }
+
+    #[test]
+    fn a_lookup_hash_finds_only_articles_within_the_farthest_match() {
+        let mut c = Candidates::new(true);
+        // Both share lookup hash 9 with the probe (SimHash 0): one 17 bits
+        // from it, one 18.
+        insert(&mut c, &fp((1 << 17) - 1, 1, &[9]), 1);
+        insert(&mut c, &fp((1 << 18) - 1, 2, &[9]), 1);
+        let f = c.find(&Keys::of(&fp(0, 3, &[9]), 1).unwrap(), 3, 17);
+        // The far one is examined (in the block lists of its two zero
+        // blocks too) and counts towards a full list, but is not found.
+        assert_eq!((f.slots, f.examined), (vec![0], 6));
+        // Listed under the content hash, it is found at any distance.
+        let f = c.find(&Keys::of(&fp(0, 2, &[9]), 1).unwrap(), 3, 17);
+        assert_eq!(f.slots, [0, 1]);
     }
 
     #[test]

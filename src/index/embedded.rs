@@ -197,7 +197,9 @@ impl State {
         // Block neighbours are candidates only within `max_distance`, as in the
         // Redis index: a farther one that shares sketch hashes is found through
         // the sketch lists or not at all, in both.
-        let found = self.candidates.find(&keys, cfg.max_distance);
+        let found = self
+            .candidates
+            .find(&keys, cfg.max_distance, cfg.farthest_match());
         let examined = u32::try_from(found.examined).unwrap_or(u32::MAX);
         let candidates = found
             .slots

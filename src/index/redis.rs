@@ -485,13 +485,30 @@ impl RedisIndex {
                 .await?
             {
                 Committed::Ok(handle) => {
-                    // File it now: the next check need not fetch it.
-                    self.view()
-                        .stored(&place.label, handle, &entry.id, &entry.fingerprint)
+                    // File it now, and keep it as a candidate: the checks
+                    // after it need not fetch it.
+                    let mut copy = self.view();
+                    copy.stored(&place.label, handle, &entry.id, &entry.fingerprint)
                         .map_err(|reason| IndexError::Corrupt {
                             id: entry.id.clone(),
                             reason,
                         })?;
+                    if !entry.fingerprint.is_empty() {
+                        let stored = Candidate {
+                            label: place.label.clone(),
+                            handle,
+                            ts_ms: entry.ts_ms,
+                            fp: entry.fingerprint.clone(),
+                            meta: Meta {
+                                id: entry.id.clone(),
+                                verdict: verdict.clone(),
+                                ts_offset: place.offset(entry.ts_ms),
+                                words: entry.fingerprint.words,
+                            },
+                        };
+                        copy.keep(&[Arc::new(stored)], forgets);
+                    }
+                    drop(copy);
                     return Ok(Outcome {
                         verdict,
                         replayed: false,

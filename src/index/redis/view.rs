@@ -26,10 +26,11 @@ use crate::index::meet::Keys;
 use crate::keys::POSITIONAL_BLOCK_BITS;
 use crate::simhash::blocks;
 
-/// Candidates read from Redis that a view keeps, at most. The few articles
-/// listed under hashes many articles share (a boilerplate clause in the
-/// sketch) are candidates of check after check; kept, they are read once.
-/// All are dropped when the view holds this many.
+/// Candidates a view keeps, at most: those read from Redis, and the
+/// articles its process committed. The few articles listed under hashes
+/// many articles share are candidates of check after check, and a rewrite
+/// often follows its original closely; kept, either is read once. All are
+/// dropped when the view holds this many.
 const KEPT_CANDIDATES: usize = 4096;
 
 /// The copies of the live buckets, and how far the deletion log was read.
@@ -311,7 +312,9 @@ impl View {
                 empty_sets: "1111".into(),
             };
             if let Some(keys) = keys.filter(|_| probed) {
-                let f = copy.articles.find(&keys, cfg.max_distance);
+                let f = copy
+                    .articles
+                    .find(&keys, cfg.max_distance, cfg.farthest_match());
                 examined += f.examined;
                 found.extend(
                     f.slots
@@ -499,9 +502,10 @@ mod tests {
         let held = |id| r.candidates(Some(id), &near, &cfg(), (0, 0), &shapes).2[0].may_hold_id;
         assert!(held("b") && !held("c"));
         assert_eq!(views[0].full, "00000");
-        // Through the content hash and a sketch hash.
+        // Through the content hash, and a sketch hash of an article within
+        // the farthest match (8 bits from a's).
         let by_lists = Fingerprint {
-            simhash: 0,
+            simhash: 0x1234_5678_9abc_de0f,
             content: 2,
             signatures: vec![10, 11, 12, 13],
             words: 100,
