@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use rustc_hash::{FxBuildHasher, FxHashSet};
+use growable_bloom_filter::GrowableBloom;
+use rustc_hash::FxBuildHasher;
 
 use super::codec::{meta_words_and_id, packed_parts, u32s, Meta};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
@@ -25,6 +26,14 @@ use crate::index::candidates::Candidates;
 use crate::index::meet::Keys;
 use crate::keys::POSITIONAL_BLOCK_BITS;
 use crate::simhash::blocks;
+
+/// The share of ids an id filter wrongly says it may hold. Each costs its
+/// commit one `HEXISTS` in that bucket.
+const ID_FILTER_ERRORS: f64 = 0.01;
+
+/// The smallest id filter, in articles: a filter grows by stages twice the
+/// size of the last, and each stage is one more lookup per check.
+const ID_FILTER_MIN: usize = 1 << 16;
 
 /// Candidates a view keeps, at most: those read from Redis, and the
 /// articles its process committed. The few articles listed under hashes
@@ -63,11 +72,11 @@ pub(crate) struct BucketCopy {
     pub(crate) start: i64,
     pub(crate) synced: u64,
     articles: Candidates,
-    /// A hash of the id of every article filed ([`id_key`]): a check whose
-    /// id's hash is not here was never stored in the handles held, so its
-    /// commit need not look the id up in this bucket. Deleted ids stay (a
-    /// lookup too many at worst).
-    ids: FxHashSet<u32>,
+    /// A Bloom filter of the id of every article filed ([`id_key`],
+    /// [`ID_FILTER_ERRORS`]): a check whose id it does not hold was never
+    /// stored in the handles held, so its commit need not look the id up in
+    /// this bucket. Deleted ids stay; a false positive costs one lookup.
+    ids: GrowableBloom,
     /// Candidates read from Redis, by handle, until the article is forgotten.
     kept: HashMap<u64, Arc<Candidate>>,
 }
@@ -308,7 +317,7 @@ impl View {
                 synced: copy.synced,
                 probed,
                 full: String::new(),
-                may_hold_id: id.is_none_or(|id| copy.ids.contains(&id)),
+                may_hold_id: id.is_none_or(|id| copy.ids.contains(id)),
                 empty_sets: "1111".into(),
             };
             if let Some(keys) = keys.filter(|_| probed) {
@@ -388,7 +397,10 @@ impl BucketCopy {
     /// Make room for `more` articles at once.
     fn reserve(&mut self, more: usize) {
         self.articles.reserve(more);
-        self.ids.reserve(more);
+        if self.ids.is_empty() {
+            // A cold load knows the bucket's size: one stage holds it.
+            self.ids = GrowableBloom::new(ID_FILTER_ERRORS, more.max(ID_FILTER_MIN));
+        }
     }
 
     fn new(start: i64) -> BucketCopy {
@@ -396,7 +408,7 @@ impl BucketCopy {
             start,
             synced: 0,
             articles: Candidates::new(false),
-            ids: FxHashSet::default(),
+            ids: GrowableBloom::new(ID_FILTER_ERRORS, ID_FILTER_MIN),
             kept: HashMap::new(),
         }
     }
@@ -517,6 +529,23 @@ mod tests {
         r.forget("b1", 2);
         assert_eq!(handles(&r, &by_lists, (0, 0)), [1]);
         assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn the_id_filter_holds_every_id_filed_and_few_others() {
+        let mut b = BucketCopy::new(0);
+        b.reserve(1000);
+        // Past the filter's first size: it grows.
+        let n = 3 * ID_FILTER_MIN as u64;
+        for h in 1..=n {
+            b.file(h, Some((id_key(&format!("in-{h}")), None)), 4)
+                .unwrap();
+        }
+        assert!((1..=n).all(|h| b.ids.contains(id_key(&format!("in-{h}")))));
+        let wrong = (1..=n)
+            .filter(|h| b.ids.contains(id_key(&format!("out-{h}"))))
+            .count();
+        assert!(wrong as f64 <= 2.0 * ID_FILTER_ERRORS * n as f64, "{wrong}");
     }
 
     #[test]
