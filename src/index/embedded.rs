@@ -196,7 +196,7 @@ impl State {
         };
         // Block neighbours are candidates only within `max_distance`, as in the
         // Redis index: a farther one that shares sketch hashes is found through
-        // the sketch lists or not at all, in both.
+        // the sketch lists, within `farthest_match`, or not at all, in both.
         let found = self
             .candidates
             .find(&keys, cfg.max_distance, cfg.farthest_match());
