@@ -441,13 +441,9 @@ impl RedisIndex {
             }
             let verdict = verdict_among(entry, cands.iter().map(|c| &**c).collect(), cfg);
             let own = views.iter().find(|v| v.label == place.label && v.probed);
+            let meta = place.meta(entry, verdict.clone());
             let view = ViewOfBuckets {
-                meta: encode_meta(
-                    &entry.id,
-                    &verdict,
-                    place.offset(entry.ts_ms),
-                    entry.fingerprint.words,
-                ),
+                meta: meta.encode(),
                 // Where the root is when it is among the candidates (usually:
                 // the match is its own root); commit.lua looks there first.
                 root_label: root_label(&verdict, cands.iter().map(|c| &**c)),
@@ -499,16 +495,10 @@ impl RedisIndex {
                             handle,
                             ts_ms: entry.ts_ms,
                             fp: entry.fingerprint.clone(),
-                            meta: Meta {
-                                id: entry.id.clone(),
-                                verdict: verdict.clone(),
-                                ts_offset: place.offset(entry.ts_ms),
-                                words: entry.fingerprint.words,
-                            },
+                            meta,
                         };
                         copy.keep(&[Arc::new(stored)], forgets);
                     }
-                    drop(copy);
                     return Ok(Outcome {
                         verdict,
                         replayed: false,
@@ -644,14 +634,8 @@ impl RedisIndex {
             .iter()
             .map(|entry| {
                 let place = self.placement(entry);
-                let meta = encode_meta(
-                    &entry.id,
-                    &Verdict::Unique,
-                    place.offset(entry.ts_ms),
-                    entry.fingerprint.words,
-                );
                 let view = ViewOfBuckets {
-                    meta,
+                    meta: place.meta(entry, Verdict::Unique).encode(),
                     root_label: None,
                     own_shape: None,
                     empty_sets: String::new(),
@@ -824,6 +808,16 @@ impl Placement {
     fn offset(&self, ts_ms: i64) -> u32 {
         u32::try_from(ts_ms - self.start)
             .expect("a bucket is shorter than 2^32 ms (checked at connect)")
+    }
+
+    /// The meta `entry` is stored with, placed here, with `verdict`.
+    fn meta(&self, entry: &IndexEntry, verdict: Verdict) -> Meta {
+        Meta {
+            id: entry.id.clone(),
+            verdict,
+            ts_offset: self.offset(entry.ts_ms),
+            words: entry.fingerprint.words,
+        }
     }
 }
 

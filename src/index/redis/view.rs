@@ -77,7 +77,8 @@ pub(crate) struct BucketCopy {
     /// stored in the handles held, so its commit need not look the id up in
     /// this bucket. Deleted ids stay; a false positive costs one lookup.
     ids: GrowableBloom,
-    /// Candidates read from Redis, by handle, until the article is forgotten.
+    /// Candidates kept (read from Redis, or committed by this process), by
+    /// handle, until the article is forgotten.
     kept: HashMap<u64, Arc<Candidate>>,
 }
 
@@ -85,7 +86,7 @@ pub(crate) struct BucketCopy {
 pub(crate) type Place = (String, i64, u64);
 
 /// A candidate article found in the view and read from Redis (its `a:`
-/// element): what a check decides with.
+/// element), or committed by this process: what a check decides with.
 #[derive(Debug)]
 pub(crate) struct Candidate {
     pub(crate) label: String,
@@ -368,8 +369,8 @@ impl View {
         (kept, unread)
     }
 
-    /// Keep candidates just read, unless an article was forgotten after
-    /// [`forgets`](View::forgets) read `forgets`.
+    /// Keep candidates just read or committed, unless an article was
+    /// forgotten after [`forgets`](View::forgets) read `forgets`.
     pub(crate) fn keep(&mut self, read: &[Arc<Candidate>], forgets: u64) {
         if forgets != self.forgets {
             return;
