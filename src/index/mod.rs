@@ -160,6 +160,22 @@ pub enum IndexError {
     EmptyId,
 }
 
+impl From<crate::connect::ConnectError> for IndexError {
+    fn from(e: crate::connect::ConnectError) -> IndexError {
+        use crate::connect::ConnectError;
+        match e {
+            ConnectError::Config { .. } => IndexError::Config(e.to_string()),
+            ConnectError::Unavailable { .. } => IndexError::Unavailable {
+                reason: crate::settings::with_connection_advice(&e),
+                source: match e {
+                    ConnectError::Unavailable { source, .. } => Some(source),
+                    ConnectError::Config { .. } => None,
+                },
+            },
+        }
+    }
+}
+
 /// `Err(IndexError::EmptyId)` for an empty id: what both indexes check first.
 pub(crate) fn require_id(id: &str) -> Result<(), IndexError> {
     if id.is_empty() {

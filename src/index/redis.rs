@@ -26,7 +26,6 @@
 mod catch_up;
 pub(crate) mod codec;
 mod commit;
-mod conn;
 mod safety;
 mod view;
 
@@ -36,16 +35,15 @@ pub use codec::{
     simhash_member, Meta,
 };
 
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use ::redis::{Script, Value};
+use ::redis::Script;
 
-use self::commit::{BucketCheck, CommitArgs, Committed, Validate};
-use self::conn::Conn;
+use self::commit::{CommitArgs, Committed, Validate};
 use self::view::{Candidate, Place, View};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
+use crate::connect::{Conn, ConnectOptions};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
 use crate::keys::{bucket_label, shape_bits, slot, validate_namespace, Keys};
@@ -69,6 +67,7 @@ macro_rules! index_script {
 static COMMIT: LazyLock<Script> = index_script!("commit.lua");
 static LOOKUP: LazyLock<Script> = index_script!("lookup.lua");
 static DELETE: LazyLock<Script> = index_script!("delete.lua");
+static SYNC: LazyLock<Script> = index_script!("sync.lua");
 
 const HOUR_MS: u64 = 3600 * 1000;
 
@@ -138,10 +137,6 @@ struct Inner {
     max_attempts: u32,
     /// Shape bits of a bucket with no older bucket to size it by.
     default_shape: u32,
-    /// Shapes of the live buckets (label → (start, bits; `None` for a bucket
-    /// still listed whose counter hash has expired)); a bucket's shape never
-    /// changes, so key names are computed here, not in Lua.
-    shapes: Mutex<HashMap<String, (i64, Option<u32>)>>,
     /// The view of the live articles, and the lock that lets one task at a
     /// time bring it up to date.
     view: ViewState,
@@ -190,10 +185,6 @@ fn backend(e: ::redis::RedisError) -> IndexError {
     }
 }
 
-fn bad_reply(what: &str) -> IndexError {
-    IndexError::Backend(format!("unexpected reply from Redis: {what}"))
-}
-
 impl RedisIndex {
     /// Connect to `url` (`redis://` or `rediss://`, user and password in the URL for
     /// ACL; for a cluster, several seed URLs may be given separated by commas) and
@@ -216,22 +207,13 @@ impl RedisIndex {
                 "bucket_ms = {bucket_ms}: use a whole number of hours, at most 30 days"
             )));
         }
-        let seeds: Vec<&str> = url
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        if seeds.is_empty() {
-            return Err(IndexError::Config("empty Redis URL".into()));
-        }
         let keys = Keys::new(namespace);
-        let conn = Conn::open(
-            &seeds,
-            options.topology,
-            options.response_timeout,
-            options.connection_timeout,
-        )
-        .await?;
+        let options_of_conn = ConnectOptions {
+            topology: options.topology,
+            response_timeout: options.response_timeout,
+            connection_timeout: options.connection_timeout,
+        };
+        let conn = Conn::connect(url, &options_of_conn).await?;
         let mut probe = conn.clone();
         let retention_ms = bucket_ms + config.window_ms;
         safety::check_server(
@@ -254,7 +236,6 @@ impl RedisIndex {
                 bucket_ms: bucket_ms as i64,
                 max_attempts: options.max_attempts.max(1),
                 default_shape,
-                shapes: Mutex::new(HashMap::new()),
                 view: ViewState {
                     copy: Mutex::new(View::new(config.lookup_signatures)),
                     syncing: tokio::sync::Mutex::new(()),
@@ -309,64 +290,6 @@ impl RedisIndex {
             .map(|s| (s.label, s.handle)))
     }
 
-    /// The shapes of the buckets last seen live: (label, start, bits), `bits`
-    /// `None` for a bucket still listed whose counter hash has expired.
-    fn cached_shapes(&self) -> Vec<(String, i64, Option<u32>)> {
-        let shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<_> = shapes
-            .iter()
-            .map(|(label, (start, bits))| (label.clone(), *start, *bits))
-            .collect();
-        v.sort_unstable_by_key(|(_, start, _)| *start);
-        v
-    }
-
-    /// Keep the shapes of the `live` buckets only, and learn those of live
-    /// buckets not seen before (`n:L` field `k`; a bucket's shape never changes).
-    async fn learn_shapes(
-        &self,
-        conn: &mut Conn,
-        live: &[(String, i64)],
-    ) -> Result<(), IndexError> {
-        let unknown: Vec<&(String, i64)> = {
-            let shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
-            live.iter()
-                .filter(|(label, _)| !shapes.contains_key(label))
-                .collect()
-        };
-        let mut learned = Vec::with_capacity(unknown.len());
-        if !unknown.is_empty() {
-            let mut pipe = ::redis::pipe();
-            for (label, _) in &unknown {
-                pipe.cmd("HGET")
-                    .arg(self.inner.keys.counter(label))
-                    .arg("k");
-            }
-            let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
-            for ((label, start), bits) in unknown.into_iter().zip(replies) {
-                let bits = match bits {
-                    Value::Nil => None,
-                    v => Some(
-                        u32::try_from(int(Some(v))?)
-                            .map_err(|_| bad_reply(&format!("shape of bucket {label}")))?,
-                    ),
-                };
-                learned.push((label.clone(), (*start, bits)));
-            }
-        }
-        let mut shapes = self.inner.shapes.lock().unwrap_or_else(|e| e.into_inner());
-        // Forget the buckets gone from the registry, but not one newer than
-        // `live` knows of, which another task may just have learned.
-        let newest = live
-            .iter()
-            .map(|(_, start)| *start)
-            .max()
-            .unwrap_or(i64::MIN);
-        shapes.retain(|label, (start, _)| *start > newest || live.iter().any(|(l, _)| l == label));
-        shapes.extend(learned);
-        Ok(())
-    }
-
     /// **Tests only**: [`Index::check_and_insert`], deciding first from the
     /// view as it is, however far behind Redis it is (another process' inserts
     /// since are not read before the decision): what a check does when it
@@ -413,26 +336,18 @@ impl RedisIndex {
                 self.freshen(&mut conn, must, write).await?;
             }
             must = true;
-            let (unread, views, shapes, mut cands, forgets) = {
+            let (probe, mut cands, unread, forgets) = {
                 let copy = self.view();
-                // Read under the view's lock: a catch-up learns a bucket's
-                // shape before the view holds it, so every bucket the view
-                // holds has its shape here.
-                let shapes: HashMap<String, u32> = self
-                    .cached_shapes()
-                    .into_iter()
-                    .filter_map(|(label, _, bits)| Some((label, bits?)))
-                    .collect();
-                let (found, n, views) = copy.candidates(
+                let mut probe = copy.candidates(
                     Some(&entry.id),
                     &entry.fingerprint,
                     cfg,
                     (place.lo, place.hi),
-                    &shapes,
+                    &place.label,
                 );
-                examined = examined.saturating_add(n);
-                let (kept, unread) = copy.kept_of(found);
-                (unread, views, shapes, kept, copy.forgets)
+                examined = examined.saturating_add(probe.examined);
+                let (kept, unread) = copy.kept_of(std::mem::take(&mut probe.found));
+                (probe, kept, unread, copy.forgets)
             };
             let read = self.fetch(&mut conn, &unread).await?;
             if !read.is_empty() {
@@ -440,35 +355,6 @@ impl RedisIndex {
                 cands.extend(read);
             }
             let verdict = verdict_among(entry, cands.iter().map(|c| &**c).collect(), cfg);
-            let own = views.iter().find(|v| v.label == place.label && v.probed);
-            let meta = place.meta(entry, verdict.clone());
-            let view = ViewOfBuckets {
-                meta: meta.encode(),
-                // Where the root is when it is among the candidates (usually:
-                // the match is its own root); commit.lua looks there first.
-                root_label: root_label(&verdict, cands.iter().map(|c| &**c)),
-                own_shape: own.and_then(|v| shapes.get(&v.label).copied()),
-                empty_sets: own.map_or(String::new(), |v| v.empty_sets.clone()),
-                validate: Validate::Since(
-                    views
-                        .into_iter()
-                        .map(|v| BucketCheck {
-                            // Probed buckets are validated even when the
-                            // view holds none of their articles yet
-                            // (another task's catch-up has listed a new
-                            // bucket and not fetched it): the commit then
-                            // tests every article in it. Out of range, a
-                            // check decided then would pass unseen and
-                            // could be stored beside its near-duplicate.
-                            in_range: v.probed && shapes.contains_key(&v.label),
-                            counter: v.synced,
-                            full: if v.probed { v.full } else { String::new() },
-                            may_hold_id: v.may_hold_id,
-                            label: v.label,
-                        })
-                        .collect(),
-                ),
-            };
             if !write {
                 return Ok(Outcome {
                     verdict,
@@ -476,15 +362,26 @@ impl RedisIndex {
                     examined,
                 });
             }
-            match self
-                .commit(&mut conn, entry, &place, &verdict, view)
-                .await?
-            {
+            let meta = place.meta(entry, verdict.clone());
+            let text = meta.encode();
+            // Where the root is when it is among the candidates (usually: the
+            // match is its own root); commit.lua looks there first.
+            let root_label = root_label(&verdict, cands.iter().map(|c| &**c));
+            let args = CommitArgs {
+                root: verdict
+                    .duplicate()
+                    .map(|d| (d.dup_of.as_str(), root_label.as_deref())),
+                own_shape: probe.own.as_ref().map(|(bits, _)| *bits),
+                empty_sets: probe.own.as_ref().map_or("", |(_, empty)| empty),
+                ..self.commit_args(entry, &place, &text, Validate::Since(probe.buckets))
+            };
+            match self.commit(&mut conn, &args).await? {
                 Committed::Ok(handle) => {
                     // File it now, and keep it as a candidate: the checks
                     // after it need not fetch it.
                     let mut copy = self.view();
-                    copy.stored(&place.label, handle, &entry.id, &entry.fingerprint)
+                    let article = (entry.id.as_str(), &entry.fingerprint);
+                    copy.stored(&place.label, handle, article, forgets)
                         .map_err(|reason| IndexError::Corrupt {
                             id: entry.id.clone(),
                             reason,
@@ -573,33 +470,29 @@ impl RedisIndex {
         Ok(cands)
     }
 
-    /// Store the check of `entry`, decided `verdict` from a view holding
-    /// `buckets`, unless something inserted since can change it.
+    /// Run the commit of `args`.
     async fn commit(
         &self,
         conn: &mut Conn,
-        entry: &IndexEntry,
-        place: &Placement,
-        verdict: &Verdict,
-        view: ViewOfBuckets,
+        args: &CommitArgs<'_>,
     ) -> Result<Committed, IndexError> {
-        let args = self.commit_args(entry, place, verdict, &view);
         let mut inv = COMMIT.prepare_invoke();
         inv.key(self.inner.keys.buckets());
         for a in args.argv() {
             inv.arg(a);
         }
-        let reply: Value = inv.invoke_async(conn).await.map_err(backend)?;
+        let reply = inv.invoke_async(conn).await.map_err(backend)?;
         commit::parse_reply(reply, self.inner.keys.prefix())
     }
 
-    /// The [`CommitArgs`] of `entry`.
+    /// The [`CommitArgs`] of `entry`, placed at `place`, with meta `meta`
+    /// ([`Meta::encode`]): no root, no own-bucket shape.
     fn commit_args<'a>(
         &'a self,
         entry: &'a IndexEntry,
         place: &'a Placement,
-        verdict: &'a Verdict,
-        view: &'a ViewOfBuckets,
+        meta: &'a str,
+        validate: Validate,
     ) -> CommitArgs<'a> {
         let inner = &self.inner;
         CommitArgs {
@@ -609,15 +502,13 @@ impl RedisIndex {
             start: place.start,
             retention_ms: inner.bucket_ms as u64 + inner.config.window_ms,
             fingerprint: &entry.fingerprint,
-            meta: &view.meta,
+            meta,
             lookup_signatures: inner.config.lookup_signatures,
-            root: verdict
-                .duplicate()
-                .map(|d| (d.dup_of.as_str(), view.root_label.as_deref())),
+            root: None,
             default_shape: inner.default_shape,
-            own_shape: view.own_shape,
-            empty_sets: &view.empty_sets,
-            validate: view.validate.clone(),
+            own_shape: None,
+            empty_sets: "",
+            validate,
         }
     }
 
@@ -629,29 +520,22 @@ impl RedisIndex {
     pub async fn preload(&self, entries: &[IndexEntry]) -> Result<(), IndexError> {
         let mut conn = self.inner.conn.clone();
         COMMIT.load_async(&mut conn).await.map_err(backend)?;
-        let mut pipe = ::redis::pipe();
-        let placed: Vec<(Placement, ViewOfBuckets)> = entries
+        let placed: Vec<(Placement, String)> = entries
             .iter()
             .map(|entry| {
                 let place = self.placement(entry);
-                let view = ViewOfBuckets {
-                    meta: place.meta(entry, Verdict::Unique).encode(),
-                    root_label: None,
-                    own_shape: None,
-                    empty_sets: String::new(),
-                    validate: Validate::Nothing,
-                };
-                (place, view)
+                let meta = place.meta(entry, Verdict::Unique).encode();
+                (place, meta)
             })
             .collect();
         let invocations: Vec<::redis::ScriptInvocation<'_>> = entries
             .iter()
             .zip(&placed)
-            .map(|(entry, (place, view))| {
+            .map(|(entry, (place, meta))| {
                 let mut inv = COMMIT.prepare_invoke();
                 inv.key(self.inner.keys.buckets());
                 for a in self
-                    .commit_args(entry, place, &Verdict::Unique, view)
+                    .commit_args(entry, place, meta, Validate::Nothing)
                     .argv()
                 {
                     inv.arg(a);
@@ -659,6 +543,7 @@ impl RedisIndex {
                 inv
             })
             .collect();
+        let mut pipe = ::redis::pipe();
         for inv in &invocations {
             pipe.invoke_script(inv).ignore();
         }
@@ -679,22 +564,49 @@ impl RedisIndex {
         }
     }
 
+    /// What is stored for `id` (`lua/lookup.lua`).
     async fn lookup(&self, conn: &mut Conn, id: &str) -> Result<Option<Stored>, IndexError> {
         let keys = &self.inner.keys;
-        let reply: Value = LOOKUP
+        let reply: Option<Found> = LOOKUP
             .key(keys.buckets())
             .arg(keys.prefix())
             .arg(id)
             .invoke_async(conn)
             .await
             .map_err(backend)?;
-        let v = array(reply)?;
-        if v.is_empty() {
+        let Some((label, start, ids_value, record, links)) = reply else {
             return Ok(None);
-        }
-        parse_stored(id, v).map(Some)
+        };
+        let corrupt = |reason: String| IndexError::Corrupt {
+            id: id.to_owned(),
+            reason,
+        };
+        let (_, handle) = decode_id_value(&ids_value).map_err(corrupt)?;
+        let (meta, fingerprint) = decode_stored(&record)
+            .map_err(corrupt)?
+            .ok_or_else(|| corrupt("its article record is empty".into()))?;
+        let links = links
+            .split_ascii_whitespace()
+            .map(|t| {
+                t.split_once(':')
+                    .and_then(|(l, h)| Some((l.to_owned(), h.parse().ok()?)))
+                    .ok_or_else(|| corrupt(format!("bad link {t:?}")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(Stored {
+            label,
+            handle,
+            ts_ms: start + i64::from(meta.ts_offset),
+            fingerprint,
+            verdict: meta.verdict,
+            links,
+        }))
     }
 }
+
+/// `lua/lookup.lua`'s answer: label, bucket start, `i:` value, `a:` element
+/// and links of a stored article.
+type Found = (String, i64, Vec<u8>, Vec<u8>, String);
 
 /// An article as read back from Redis.
 struct Stored {
@@ -705,44 +617,6 @@ struct Stored {
     verdict: Verdict,
     /// `<label>:<handle>` of the duplicates linked to it.
     links: Vec<(String, u64)>,
-}
-
-/// `[label, start, ids-value, article record, (links)]`.
-fn parse_stored(id: &str, v: Vec<Value>) -> Result<Stored, IndexError> {
-    let corrupt = |reason: String| IndexError::Corrupt {
-        id: id.to_owned(),
-        reason,
-    };
-    let mut it = v.into_iter();
-    let label = string(it.next())?;
-    let start = int(it.next())?;
-    let (_, handle) = decode_id_value(&bytes(it.next())?).map_err(corrupt)?;
-    let record = bytes(it.next())?;
-    let (meta, fingerprint) = decode_stored(&record)
-        .map_err(corrupt)?
-        .ok_or_else(|| corrupt("its article record is empty".into()))?;
-    let links = match it.next() {
-        None => Vec::new(),
-        Some(v) => {
-            let text = String::from_utf8(bytes(Some(v))?)
-                .map_err(|_| corrupt("links are not UTF-8".into()))?;
-            text.split_ascii_whitespace()
-                .map(|t| {
-                    t.split_once(':')
-                        .and_then(|(l, h)| Some((l.to_owned(), h.parse().ok()?)))
-                        .ok_or_else(|| corrupt(format!("bad link {t:?}")))
-                })
-                .collect::<Result<_, _>>()?
-        }
-    };
-    Ok(Stored {
-        label,
-        handle,
-        ts_ms: start + i64::from(meta.ts_offset),
-        fingerprint,
-        verdict: meta.verdict,
-        links,
-    })
 }
 
 /// The verdict on `entry` among `cands` (any order, repeats allowed), as the
@@ -784,16 +658,6 @@ fn root_label<'a>(
     cands.find(|c| &c.meta.id == root).map(|c| c.label.clone())
 }
 
-/// The bucket registry (`ZRANGE … WITHSCORES`): (label, start), oldest first.
-fn parse_live(v: Option<Value>) -> Result<Vec<(String, i64)>, IndexError> {
-    let mut out = Vec::new();
-    let mut it = array(v.unwrap_or(Value::Nil))?.into_iter();
-    while let Some(label) = it.next() {
-        out.push((string(Some(label))?, int(it.next())?));
-    }
-    Ok(out)
-}
-
 /// Where an article is stored and looked for.
 struct Placement {
     label: String,
@@ -817,52 +681,6 @@ impl Placement {
             verdict,
             ts_offset: self.offset(entry.ts_ms),
             words: entry.fingerprint.words,
-        }
-    }
-}
-
-/// What a check decided from, as its commit needs it.
-struct ViewOfBuckets {
-    /// The article's meta, with its verdict ([`encode_meta`]).
-    meta: String,
-    /// The bucket holding the root of the duplicate decided, when known.
-    root_label: Option<String>,
-    own_shape: Option<u32>,
-    empty_sets: String,
-    validate: Validate,
-}
-
-fn array(v: Value) -> Result<Vec<Value>, IndexError> {
-    match v {
-        Value::Array(a) | Value::Set(a) => Ok(a),
-        Value::Nil => Ok(Vec::new()),
-        other => Err(bad_reply(&format!("{other:?} where an array was expected"))),
-    }
-}
-
-fn bytes(v: Option<Value>) -> Result<Vec<u8>, IndexError> {
-    match v {
-        Some(Value::BulkString(b)) => Ok(b),
-        Some(Value::SimpleString(s)) => Ok(s.into_bytes()),
-        Some(Value::Int(i)) => Ok(i.to_string().into_bytes()),
-        Some(Value::Nil) | None => Ok(Vec::new()),
-        Some(other) => Err(bad_reply(&format!("{other:?} where a string was expected"))),
-    }
-}
-
-fn string(v: Option<Value>) -> Result<String, IndexError> {
-    String::from_utf8(bytes(v)?).map_err(|_| bad_reply("non-UTF-8 text"))
-}
-
-fn int(v: Option<Value>) -> Result<i64, IndexError> {
-    match v {
-        Some(Value::Int(i)) => Ok(i),
-        v => {
-            let s = string(v)?;
-            s.parse::<i64>()
-                .ok()
-                .or_else(|| s.parse::<f64>().ok().map(|f| f as i64))
-                .ok_or_else(|| bad_reply(&format!("{s:?} where a number was expected")))
         }
     }
 }

@@ -1,23 +1,19 @@
 //! The view's catch-up: bring a process' view of the live articles up to
 //! date with Redis.
 //!
-//! One pipeline reads the registry, the deletion log after the last entry
-//! applied and each live bucket's counter; then the `a:` elements of the
-//! handles inserted since, by whoever, a chunk per `LRANGE`. A cold view loads
+//! One script call (`lua/sync.lua`) reads the live buckets with their
+//! counters and shapes, and the deletion log after the last entry applied;
+//! then pipelines read the `a:` elements of the handles inserted since, by
+//! whoever, a chunk per `LRANGE`. A cold view loads
 //! the whole window this way. A view a little behind is safe: the commit is
 //! told its counters, so anything inserted after them that could meet the
 //! article makes it catch up and decide again.
 
 use std::time::Instant;
 
-use ::redis::Value;
-
-use super::conn::Conn;
-use super::view::View;
-use super::{
-    array, backend, bad_reply, bytes, decode_article, int, parse_live, string, RedisIndex,
-    ViewState,
-};
+use super::view::{Deleted, Live, View};
+use super::{backend, decode_article, RedisIndex, ViewState, SYNC};
+use crate::connect::Conn;
 use crate::index::IndexError;
 use crate::keys::{slot, HANDLES_PER_CHUNK};
 
@@ -137,62 +133,13 @@ impl RedisIndex {
                 turn
             }
         };
-        let keys = &self.inner.keys;
         let began = Instant::now();
         let deletes = state
             .synced
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .deletes;
-        let cached = self.cached_shapes();
-        let after = self.view().deletions_read.clone();
-        let mut pipe = ::redis::pipe();
-        pipe.cmd("ZRANGE")
-            .arg(keys.buckets())
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES");
-        deletions_after(&mut pipe, &keys.deletions(), &after);
-        for (label, _, _) in &cached {
-            pipe.cmd("HGET").arg(keys.counter(label)).arg("n");
-        }
-        let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
-        let mut it = replies.into_iter();
-        let live = parse_live(it.next())?;
-        let mut deletions = parse_deletions(it.next())?;
-        let mut counters: Vec<(String, Option<u64>)> = Vec::with_capacity(live.len());
-        for (label, _, _) in &cached {
-            counters.push((label.clone(), counter(it.next())?));
-        }
-        // Buckets new to this process: learn their shape and counter.
-        let unknown: Vec<&(String, i64)> = live
-            .iter()
-            .filter(|(l, _)| !cached.iter().any(|(c, _, _)| c == l))
-            .collect();
-        if !unknown.is_empty() || cached.len() != live.len() {
-            self.learn_shapes(conn, &live).await?;
-        }
-        if !unknown.is_empty() {
-            let mut pipe = ::redis::pipe();
-            for (label, _) in &unknown {
-                pipe.cmd("HGET").arg(keys.counter(label)).arg("n");
-            }
-            let replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
-            for ((label, _), v) in unknown.into_iter().zip(replies) {
-                counters.push((label.clone(), counter(Some(v))?));
-            }
-        }
-        let live: Vec<(String, i64, u64)> = live
-            .into_iter()
-            .map(|(label, start)| {
-                let n = counters
-                    .iter()
-                    .find(|(l, _)| *l == label)
-                    .and_then(|(_, n)| *n)
-                    .unwrap_or(0);
-                (label, start, n)
-            })
-            .collect();
+        let (live, mut deletions) = self.read_sync(conn).await?;
         let wanted = self.view().plan(&live);
         self.fetch_handles(conn, &wanted).await?;
         // The deletion log, after the articles: one deleted before they were
@@ -202,25 +149,35 @@ impl RedisIndex {
             let full = deletions.len() == DELETIONS_PER_READ;
             {
                 let mut copy = self.view();
-                for (id, label, handle) in &deletions {
+                for (entry, label, handle) in &deletions {
                     copy.forget(label, *handle);
-                    copy.deletions_read.clone_from(id);
+                    copy.deletions_read.clone_from(entry);
                 }
             }
             if !full {
                 break;
             }
-            let after = self.view().deletions_read.clone();
-            let mut pipe = ::redis::pipe();
-            deletions_after(&mut pipe, &keys.deletions(), &after);
-            let mut replies: Vec<Value> = pipe.query_async(conn).await.map_err(backend)?;
-            deletions = parse_deletions(replies.pop())?;
+            deletions = self.read_sync(conn).await?.1;
         }
         let mut synced = state.synced.lock().unwrap_or_else(|e| e.into_inner());
         if synced.deletes == deletes {
             synced.at = Some(began);
         }
         Ok(())
+    }
+
+    /// The live buckets ([`Live`]) and the deletion-log entries after the
+    /// last one the view applied: `lua/sync.lua`.
+    async fn read_sync(&self, conn: &mut Conn) -> Result<(Vec<Live>, Vec<Deleted>), IndexError> {
+        let keys = &self.inner.keys;
+        let after = self.view().deletions_read.clone();
+        SYNC.key(keys.buckets())
+            .arg(keys.prefix())
+            .arg(after)
+            .arg(DELETIONS_PER_READ)
+            .invoke_async(conn)
+            .await
+            .map_err(backend)
     }
 
     /// How old the copy is: since the start of the last sync that completed
@@ -295,7 +252,7 @@ impl RedisIndex {
                     .arg(slot(last));
             }
             let mut conn = conn.clone();
-            tokio::spawn(async move { pipe.query_async::<Vec<Value>>(&mut conn).await })
+            tokio::spawn(async move { pipe.query_async::<Vec<Vec<Vec<u8>>>>(&mut conn).await })
         };
         let started = Instant::now();
         let mut next = groups.first().map(|g| send(g));
@@ -311,11 +268,7 @@ impl RedisIndex {
                     id: format!("{label}:{first}"),
                     reason,
                 };
-                let elements = array(reply)?
-                    .into_iter()
-                    .map(|element| bytes(Some(element)))
-                    .collect::<Result<Vec<_>, IndexError>>()?;
-                let records = elements
+                let records = reply
                     .iter()
                     .map(|element| decode_article(element).map_err(corrupt))
                     .collect::<Result<Vec<_>, IndexError>>()?;
@@ -333,55 +286,6 @@ impl RedisIndex {
             }
         }
         Ok(())
-    }
-}
-
-/// `XRANGE` of the deletion log after entry `after` ("" = from the start).
-fn deletions_after(pipe: &mut ::redis::Pipeline, key: &str, after: &str) {
-    let from = if after.is_empty() {
-        "-".to_owned()
-    } else {
-        format!("({after}")
-    };
-    pipe.cmd("XRANGE")
-        .arg(key)
-        .arg(from)
-        .arg("+")
-        .arg("COUNT")
-        .arg(DELETIONS_PER_READ);
-}
-
-/// (entry id, bucket label, handle) of each deletion-log entry.
-fn parse_deletions(v: Option<Value>) -> Result<Vec<(String, String, u64)>, IndexError> {
-    let mut out = Vec::new();
-    for e in array(v.unwrap_or(Value::Nil))? {
-        let mut parts = array(e)?.into_iter();
-        let id = string(parts.next())?;
-        let fields = array(parts.next().unwrap_or(Value::Nil))?;
-        let (mut label, mut handle) = (None, None);
-        let mut f = fields.into_iter();
-        while let (Some(name), Some(value)) = (f.next(), f.next()) {
-            match string(Some(name))?.as_str() {
-                "b" => label = Some(string(Some(value))?),
-                "h" => handle = Some(int(Some(value))?),
-                _ => {}
-            }
-        }
-        match (label, handle.and_then(|h| u64::try_from(h).ok())) {
-            (Some(l), Some(h)) => out.push((id, l, h)),
-            _ => return Err(bad_reply("a deletion-log entry without b and h")),
-        }
-    }
-    Ok(out)
-}
-
-/// A bucket's handle counter (`None`: the bucket's counter hash is gone).
-fn counter(v: Option<Value>) -> Result<Option<u64>, IndexError> {
-    match v {
-        None | Some(Value::Nil) => Ok(None),
-        v => u64::try_from(int(v)?)
-            .map(Some)
-            .map_err(|_| bad_reply("a negative handle counter")),
     }
 }
 

@@ -3,10 +3,7 @@
 //! [`CommitArgs`] names every argument; [`CommitArgs::argv`] is the one place
 //! that lays them out in the order the script reads them (a test pins it).
 
-use ::redis::Value;
-
 use super::codec::{encode_article, encode_fingerprint, encode_recent, simhash_member};
-use super::{array, bad_reply, int, string};
 use crate::fingerprint::Fingerprint;
 use crate::index::meet;
 use crate::index::IndexError;
@@ -137,17 +134,16 @@ pub(super) enum Committed {
 }
 
 /// Read commit.lua's reply; a bucket of another key layout is refused.
-pub(super) fn parse_reply(reply: Value, prefix: &str) -> Result<Committed, IndexError> {
-    let mut it = array(reply)?.into_iter();
-    Ok(match string(it.next())?.as_str() {
-        "ok" => Committed::Ok(
-            u64::try_from(int(it.next())?).map_err(|_| bad_reply("a negative handle"))?,
-        ),
-        "expired" => Committed::Expired,
-        "replay" => Committed::Replay,
-        "retry" => Committed::Retry(string(it.next()).unwrap_or_default()),
-        "layout" => return Err(old_layout(prefix, &string(it.next()).unwrap_or_default())),
-        other => return Err(bad_reply(other)),
+pub(super) fn parse_reply(reply: Vec<String>, prefix: &str) -> Result<Committed, IndexError> {
+    let bad = || IndexError::Backend(format!("unexpected reply from commit.lua: {reply:?}"));
+    let word = |i: usize| reply.get(i).map(String::as_str);
+    Ok(match (word(0), word(1)) {
+        (Some("ok"), Some(handle)) => Committed::Ok(handle.parse().map_err(|_| bad())?),
+        (Some("expired"), _) => Committed::Expired,
+        (Some("replay"), _) => Committed::Replay,
+        (Some("retry"), why) => Committed::Retry(why.unwrap_or_default().to_owned()),
+        (Some("layout"), label) => return Err(old_layout(prefix, label.unwrap_or_default())),
+        _ => return Err(bad()),
     })
 }
 
@@ -272,10 +268,7 @@ mod tests {
 
     #[test]
     fn an_old_layout_is_refused_with_what_to_do() {
-        let reply = Value::Array(vec![
-            Value::BulkString(b"layout".to_vec()),
-            Value::BulkString(b"2025010500".to_vec()),
-        ]);
+        let reply = vec!["layout".to_owned(), "2025010500".to_owned()];
         let err = parse_reply(reply, "simdedup:{news}:").unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, IndexError::Config(_)));

@@ -2,8 +2,8 @@
 //! articles behind its back, and that the namespace was written by processes
 //! configured like this one, with this key layout.
 
-use super::conn::Conn;
 use super::{backend, commit::old_layout, HOUR_MS};
+use crate::connect::Conn;
 use crate::index::IndexError;
 use crate::keys::{Keys, ARTICLES_PER_KEY, LAYOUT};
 
@@ -16,7 +16,7 @@ pub(super) async fn check_server(
     retention_ms: u64,
     allow_eviction: bool,
 ) -> Result<(), IndexError> {
-    match conn.config_get(keys.prefix(), "maxmemory-policy").await {
+    match config_get(conn, keys.prefix(), "maxmemory-policy").await {
         Ok(policy) => judge_policy(&policy, allow_eviction)?,
         Err(e) => tracing::warn!(
             error = %e,
@@ -26,8 +26,7 @@ pub(super) async fn check_server(
     // Index hashes hold up to 2 × ARTICLES_PER_KEY fields; above
     // hash-max-listpack-entries Redis turns them into hash tables (~3× the
     // memory). Not an error: verdicts are unaffected.
-    if let Ok(Ok(entries)) = conn
-        .config_get(keys.prefix(), "hash-max-listpack-entries")
+    if let Ok(Ok(entries)) = config_get(conn, keys.prefix(), "hash-max-listpack-entries")
         .await
         .map(|v| v.parse::<u64>())
     {
@@ -87,6 +86,21 @@ async fn check_namespace(
         ))),
         Some(_) => Ok(()),
     }
+}
+
+/// A server setting of the primary holding the namespace (all of its keys
+/// share the hash tag in `prefix`, hence one slot and one primary).
+async fn config_get(conn: &mut Conn, prefix: &str, name: &str) -> ::redis::RedisResult<String> {
+    let mut cmd = ::redis::cmd("CONFIG");
+    cmd.arg("GET").arg(name);
+    let reply: ::redis::Value = conn.query_on_primary_of(prefix, cmd).await?;
+    let pairs: Vec<String> = ::redis::from_redis_value(match reply {
+        ::redis::Value::Map(m) => {
+            ::redis::Value::Array(m.into_iter().flat_map(|(k, v)| [k, v]).collect())
+        }
+        v => v,
+    })?;
+    Ok(pairs.get(1).cloned().unwrap_or_default())
 }
 
 /// What the eviction policy means for the index.

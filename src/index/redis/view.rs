@@ -12,7 +12,7 @@
 //!
 //! Pure data, no I/O: `RedisIndex` fetches, this module files and searches.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ use growable_bloom_filter::GrowableBloom;
 use rustc_hash::FxBuildHasher;
 
 use super::codec::{meta_words_and_id, packed_parts, u32s, Meta};
+use super::commit::BucketCheck;
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
@@ -54,23 +55,23 @@ pub(crate) struct View {
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
     lookup_signatures: usize,
-    /// This process' own inserts not filed yet (a handle after a gap: another
-    /// process' insert in between, which the next sync fetches), by bucket.
-    own: HashMap<String, BTreeMap<u64, Record>>,
-    /// Handles deleted before they were filed (an own insert deleted at once):
-    /// filed as deleted when their turn comes.
-    forgotten: HashSet<(String, u64)>,
 }
 
-/// A stored article as the view files it: its id's hash ([`id_key`]) and
-/// packed fingerprint, `None` for an empty fingerprint (held, never found).
-pub(crate) type Record = (u32, Option<Vec<u8>>);
+/// A live bucket as `lua/sync.lua` reads it: label, start (unix ms), handle
+/// counter and shape bits (both `None` once its `n:` hash has expired).
+pub(crate) type Live = (String, i64, Option<u64>, Option<u32>);
+
+/// A deletion-log entry: its stream id, the bucket label and the handle.
+pub(crate) type Deleted = (String, String, u64);
 
 /// One bucket's articles, handles `1..=synced`.
 #[derive(Debug)]
 pub(crate) struct BucketCopy {
     pub(crate) start: i64,
     pub(crate) synced: u64,
+    /// Its shape bits (`docs/redis-keys.md`), `None` once its `n:` hash has
+    /// expired; a bucket's shape never changes.
+    shape: Option<u32>,
     articles: Candidates,
     /// A Bloom filter of the id of every article filed ([`id_key`],
     /// [`ID_FILTER_ERRORS`]): a check whose id it does not hold was never
@@ -96,28 +97,19 @@ pub(crate) struct Candidate {
     pub(crate) meta: Meta,
 }
 
-/// What a check needs of one live bucket besides its candidates.
-pub(crate) struct BucketView {
-    pub(crate) label: String,
-    pub(crate) synced: u64,
-    /// Inside the probed range (and the fingerprint not empty): searched.
-    pub(crate) probed: bool,
-    /// '1' per list the article looks up that is full (content, then each
-    /// lookup sketch hash): commit.lua ignores inserts that share only those.
-    pub(crate) full: String,
-    /// The bucket's handles held may include the article's id.
-    pub(crate) may_hold_id: bool,
-    /// '1' per block position whose Redis set may be empty (commit.lua then
-    /// gives the set the insert creates its expiry). Erring towards '1' only
-    /// costs a redundant `EXPIREAT`.
-    pub(crate) empty_sets: String,
-}
-
-/// Whether handle `handle` of bucket `label` was deleted before it was
-/// filed (and is no longer so marked). A catch-up asks once per article:
-/// nothing is allocated while no deletion waits.
-fn unforget(forgotten: &mut HashSet<(String, u64)>, label: &str, handle: u64) -> bool {
-    !forgotten.is_empty() && forgotten.remove(&(label.to_owned(), handle))
+/// What a search of the view found for a check.
+pub(crate) struct Probe {
+    /// The candidates, where they are.
+    pub(crate) found: Vec<Place>,
+    /// Slots examined ([`crate::index::Outcome::examined`]).
+    pub(crate) examined: u32,
+    /// Every live bucket, as the commit validates it, oldest first.
+    pub(crate) buckets: Vec<BucketCheck>,
+    /// The article's own bucket, when the view holds it and its shape: the
+    /// shape bits, and '1' per block position whose Redis set may be empty
+    /// (the commit then gives the set it creates an expiry; erring towards
+    /// '1' only costs a redundant `EXPIREAT`).
+    pub(crate) own: Option<(u32, String)>,
 }
 
 /// The hash of an article id a view's filter holds.
@@ -154,17 +146,13 @@ impl View {
     }
     /// Keep the copies of the `live` buckets only (a bucket gone from the
     /// registry has expired), creating empty ones for new buckets. Returns,
-    /// per live bucket, the handles to fetch: `synced + 1 ..= n`.
-    pub(crate) fn plan(&mut self, live: &[(String, i64, u64)]) -> Vec<(String, u64, u64)> {
+    /// per live bucket, the handles to fetch: `synced + 1 ..= counter`.
+    pub(crate) fn plan(&mut self, live: &[Live]) -> Vec<(String, u64, u64)> {
         self.buckets
-            .retain(|label, _| live.iter().any(|(l, _, _)| l == label));
+            .retain(|label, _| live.iter().any(|(l, ..)| l == label));
         self.kept = self.buckets.values().map(|c| c.kept.len()).sum();
-        self.own
-            .retain(|label, _| live.iter().any(|(l, _, _)| l == label));
-        self.forgotten
-            .retain(|(label, _)| live.iter().any(|(l, _, _)| l == label));
         let mut wanted = Vec::new();
-        for (label, start, n) in live {
+        for (label, start, n, shape) in live {
             let copy = self
                 .buckets
                 .entry(label.clone())
@@ -176,11 +164,12 @@ impl View {
             if copy.start != *start {
                 self.kept -= copy.kept.len();
                 *copy = BucketCopy::new(*start);
-                self.own.remove(label);
             }
-            if *n > copy.synced {
-                copy.reserve((*n - copy.synced) as usize);
-                wanted.push((label.clone(), copy.synced + 1, *n));
+            copy.shape = *shape;
+            let n = n.unwrap_or(0);
+            if n > copy.synced {
+                copy.reserve((n - copy.synced) as usize);
+                wanted.push((label.clone(), copy.synced + 1, n));
             }
         }
         wanted
@@ -188,8 +177,7 @@ impl View {
 
     /// File the articles fetched for handles `from, from + 1, …` of bucket
     /// `label`: `(packed fingerprint, meta)`, `None` for a deleted one. Handles
-    /// already copied (another task fetched them first) are skipped; a gap
-    /// stops the filing (the next sync fetches from there).
+    /// already filed (this process' own inserts) are skipped.
     pub(crate) fn apply<P: AsRef<[u8]>, M: AsRef<[u8]>>(
         &mut self,
         label: &str,
@@ -200,160 +188,120 @@ impl View {
             return Ok(());
         };
         for (handle, record) in (from..).zip(records) {
-            if handle <= copy.synced {
+            if handle != copy.synced + 1 {
                 continue;
             }
-            if handle != copy.synced + 1 {
-                break;
-            }
-            let record = match record.filter(|_| !unforget(&mut self.forgotten, label, handle)) {
+            let record = match &record {
                 None => None,
                 Some((p, m)) => {
                     let (words, id) = meta_words_and_id(m.as_ref())?;
-                    Some((id_key(id), (words > 0).then_some(p)))
+                    Some((id_key(id), (words > 0).then_some(p.as_ref())))
                 }
             };
-            let record = record
-                .as_ref()
-                .map(|(id, p)| (*id, p.as_ref().map(|p| p.as_ref())));
             copy.file(handle, record, self.lookup_signatures)?;
-        }
-        self.file_own(label)
-    }
-
-    /// This process has just stored `fp` of article `id` under `handle` of
-    /// bucket `label`:
-    /// file it now if it is next (no round trip to learn it), or when the
-    /// handles before it are filed.
-    pub(crate) fn stored(
-        &mut self,
-        label: &str,
-        handle: u64,
-        id: &str,
-        fp: &Fingerprint,
-    ) -> Result<(), String> {
-        match self.buckets.get(label) {
-            Some(copy) if handle > copy.synced => {
-                let packed = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
-                let record = (id_key(id), packed);
-                self.own
-                    .entry(label.to_owned())
-                    .or_default()
-                    .insert(handle, record);
-                self.file_own(label)
-            }
-            // Already filed (fetched), or a bucket this copy has not seen yet
-            // (the next sync fetches it).
-            _ => Ok(()),
-        }
-    }
-
-    /// File the own inserts of `label` that are next, drop those filed since.
-    fn file_own(&mut self, label: &str) -> Result<(), String> {
-        let (Some(copy), Some(own)) = (self.buckets.get_mut(label), self.own.get_mut(label)) else {
-            return Ok(());
-        };
-        while let Some(entry) = own.first_entry() {
-            let handle = *entry.key();
-            if handle <= copy.synced {
-                entry.remove();
-                continue;
-            }
-            if handle != copy.synced + 1 {
-                break;
-            }
-            let (id, packed) = entry.remove();
-            let record = Some((id, packed.as_deref()))
-                .filter(|_| !unforget(&mut self.forgotten, label, handle));
-            copy.file(handle, record, self.lookup_signatures)?;
-        }
-        if own.is_empty() {
-            self.own.remove(label);
         }
         Ok(())
     }
 
-    /// The article deleted from bucket `label` under `handle` is gone (one
-    /// not filed yet is filed as deleted).
+    /// This process has just stored `fp` of article `id` under `handle` of
+    /// bucket `label`, decided from the view as it was when
+    /// [`forgets`](View::forgets) read `forgets`: file it now if it is the
+    /// bucket's next handle (no round trip to learn it). Otherwise, or if an
+    /// article was forgotten since (it may have been this one), the next sync
+    /// fetches it.
+    pub(crate) fn stored(
+        &mut self,
+        label: &str,
+        handle: u64,
+        (id, fp): (&str, &Fingerprint),
+        forgets: u64,
+    ) -> Result<(), String> {
+        match self.buckets.get_mut(label) {
+            Some(copy) if handle == copy.synced + 1 && forgets == self.forgets => {
+                let packed = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
+                copy.file(
+                    handle,
+                    Some((id_key(id), packed.as_deref())),
+                    self.lookup_signatures,
+                )
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The article deleted from bucket `label` under `handle` is gone. One
+    /// not filed yet needs nothing: its `a:` element was emptied with the
+    /// deletion, so it is fetched as deleted.
     pub(crate) fn forget(&mut self, label: &str, handle: u64) {
         self.forgets += 1;
         if let Some(copy) = self.buckets.get_mut(label) {
             if copy.kept.remove(&handle).is_some() {
                 self.kept -= 1;
             }
-            if handle > copy.synced {
-                self.forgotten.insert((label.to_owned(), handle));
-            } else if let Ok(h) = u32::try_from(handle) {
+            if let Some(h) = u32::try_from(handle)
+                .ok()
+                .filter(|&h| u64::from(h) <= copy.synced)
+            {
                 copy.articles.remove(h - 1, None);
             }
         }
     }
 
     /// Candidates for `fp` of article `id` (`None`: any id) in the buckets
-    /// whose start is in `lo..=hi`, as the
-    /// embedded index finds them (block neighbours within `max_distance`, the
-    /// content list, the lookup sketch lists): their (label, bucket start,
-    /// handle), how many
-    /// slots were examined, and a view of every live bucket.
+    /// whose start is in `lo..=hi`, as the embedded index finds them (block
+    /// neighbours within `max_distance`, the content list, the lookup sketch
+    /// lists), and every live bucket as the commit validates it; `own` is
+    /// the label of the article's bucket.
     pub(crate) fn candidates(
         &self,
         id: Option<&str>,
         fp: &Fingerprint,
         cfg: &DecisionConfig,
-        range: (i64, i64),
-        shapes: &HashMap<String, u32>,
-    ) -> (Vec<Place>, u32, Vec<BucketView>) {
-        let mut found = Vec::new();
-        let mut views = Vec::new();
-        let mut examined = 0usize;
+        (lo, hi): (i64, i64),
+        own: &str,
+    ) -> Probe {
+        let mut probe = Probe {
+            found: Vec::new(),
+            examined: 0,
+            buckets: Vec::with_capacity(self.buckets.len()),
+            own: None,
+        };
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
         let keys = Keys::of(fp, self.lookup_signatures);
         let id = id.map(id_key);
         for label in labels {
             let copy = &self.buckets[label];
-            let probed = keys.is_some() && (range.0..=range.1).contains(&copy.start);
-            let mut view = BucketView {
-                label: label.clone(),
-                synced: copy.synced,
-                probed,
-                full: String::new(),
-                may_hold_id: id.is_none_or(|id| copy.ids.contains(id)),
-                empty_sets: "1111".into(),
-            };
-            if let Some(keys) = keys.filter(|_| probed) {
+            let probed = keys.filter(|_| (lo..=hi).contains(&copy.start));
+            let mut full = String::new();
+            if let Some(keys) = probed {
                 let f = copy
                     .articles
                     .find(&keys, cfg.max_distance, cfg.farthest_match());
-                examined += f.examined;
-                found.extend(
-                    f.slots
-                        .iter()
-                        .map(|&s| (label.clone(), copy.start, u64::from(s) + 1)),
-                );
-                view.full = f
-                    .full
-                    .iter()
-                    .map(|&full| if full { '1' } else { '0' })
-                    .collect();
-                let positional = shapes
-                    .get(label)
-                    .is_some_and(|&bits| bits >= POSITIONAL_BLOCK_BITS);
-                view.empty_sets = (0..4)
-                    .map(|p| {
-                        let mut maps = if positional { p..p + 1 } else { 0..4 };
-                        if maps.any(|m| copy.articles.has_block(m, keys.blocks[p])) {
-                            '0'
-                        } else {
-                            '1'
-                        }
-                    })
-                    .collect();
+                probe.examined = probe
+                    .examined
+                    .saturating_add(u32::try_from(f.examined).unwrap_or(u32::MAX));
+                let at = |s: &u32| (label.clone(), copy.start, u64::from(*s) + 1);
+                probe.found.extend(f.slots.iter().map(at));
+                full = f.full.iter().map(|&f| if f { '1' } else { '0' }).collect();
+                if let Some(bits) = copy.shape.filter(|_| label == own) {
+                    probe.own = Some((bits, copy.empty_sets(&keys, bits)));
+                }
             }
-            views.push(view);
+            probe.buckets.push(BucketCheck {
+                label: label.clone(),
+                counter: copy.synced,
+                // Probed buckets are validated even when the view holds none
+                // of their articles yet (another task's catch-up has listed a
+                // new bucket and not fetched it): the commit then tests every
+                // article in it. Out of range, a check decided then would pass
+                // unseen and could be stored beside its near-duplicate.
+                in_range: probed.is_some() && copy.shape.is_some(),
+                full,
+                may_hold_id: id.is_none_or(|id| copy.ids.contains(id)),
+            });
         }
-        let examined = u32::try_from(examined).unwrap_or(u32::MAX);
-        (found, examined, views)
+        probe
     }
 
     /// The candidates among `found` already read, and those still to read.
@@ -408,10 +356,31 @@ impl BucketCopy {
         BucketCopy {
             start,
             synced: 0,
+            shape: None,
             articles: Candidates::new(false),
             ids: GrowableBloom::new(ID_FILTER_ERRORS, ID_FILTER_MIN),
             kept: HashMap::new(),
         }
+    }
+
+    /// '1' per block position of `keys` whose Redis set may be empty: no
+    /// article held has the block at a position that shares the set (all
+    /// four below [`POSITIONAL_BLOCK_BITS`] shape bits, else its own).
+    fn empty_sets(&self, keys: &Keys, bits: u32) -> String {
+        (0..4)
+            .map(|p| {
+                let mut shared = if bits >= POSITIONAL_BLOCK_BITS {
+                    p..p + 1
+                } else {
+                    0..4
+                };
+                if shared.any(|m| self.articles.has_block(m, keys.blocks[p])) {
+                    '0'
+                } else {
+                    '1'
+                }
+            })
+            .collect()
     }
 
     /// File handle `handle`: deleted (`None`), or the article whose id
@@ -470,8 +439,13 @@ mod tests {
 
     /// The handles of the candidates of `probe` in bucket range `range`.
     fn handles(r: &View, probe: &Fingerprint, range: (i64, i64)) -> Vec<u64> {
-        let (found, _, _) = r.candidates(None, probe, &cfg(), range, &HashMap::new());
+        let found = r.candidates(None, probe, &cfg(), range, "").found;
         found.into_iter().map(|(_, _, h)| h).collect()
+    }
+
+    /// Bucket `label` live with `n` handles, shaped by 10 bits.
+    fn live(label: &str, start: i64, n: u64) -> Live {
+        (label.to_owned(), start, Some(n), Some(10))
     }
 
     fn cfg() -> DecisionConfig {
@@ -481,7 +455,7 @@ mod tests {
     #[test]
     fn files_in_handle_order_and_finds_by_block_content_and_sketch() {
         let mut r = View::new(4);
-        let live = vec![("b1".to_owned(), 0i64, 3u64)];
+        let live = vec![live("b1", 0, 3)];
         assert_eq!(r.plan(&live), vec![("b1".to_owned(), 1, 3)]);
         // Handle 2 arrives first from a second fetch: not filed (a gap).
         r.apply("b1", 2, vec![record("x", 0xffff, 9, &[1, 2, 3, 4])])
@@ -499,7 +473,6 @@ mod tests {
         .unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(r.plan(&live), vec![]);
-        let shapes = HashMap::new();
         // A SimHash one bit from a's.
         let near = Fingerprint {
             simhash: 0x1234_5678_9abc_def1,
@@ -508,13 +481,14 @@ mod tests {
             words: 100,
             numbers: Vec::new(),
         };
-        let (found, _, views) = r.candidates(None, &near, &cfg(), (0, 0), &shapes);
-        assert_eq!(found, [("b1".to_owned(), 0, 1)]);
-        assert_eq!(views[0].synced, 3);
+        let probe = r.candidates(None, &near, &cfg(), (0, 0), "b1");
+        assert_eq!(probe.found, [("b1".to_owned(), 0, 1)]);
+        assert_eq!(probe.buckets[0].counter, 3);
+        assert!(probe.buckets[0].in_range);
         // Its filter of ids: "b" may be held, "c" is not.
-        let held = |id| r.candidates(Some(id), &near, &cfg(), (0, 0), &shapes).2[0].may_hold_id;
+        let held = |id| r.candidates(Some(id), &near, &cfg(), (0, 0), "b1").buckets[0].may_hold_id;
         assert!(held("b") && !held("c"));
-        assert_eq!(views[0].full, "00000");
+        assert_eq!(probe.buckets[0].full, "00000");
         // Through the content hash, and a sketch hash of an article within
         // the farthest match (8 bits from a's).
         let by_lists = Fingerprint {
@@ -552,7 +526,7 @@ mod tests {
     #[test]
     fn candidates_read_are_kept_until_forgotten_or_too_many() {
         let mut r = View::new(4);
-        r.plan(&[("b".to_owned(), 0, 2)]);
+        r.plan(&[live("b", 0, 2)]);
         let read = |handle: u64| {
             Arc::new(Candidate {
                 label: "b".into(),
@@ -598,7 +572,7 @@ mod tests {
     fn lists_hold_the_first_articles_of_a_hash_only() {
         let mut r = View::new(4);
         let n = LISTED_PER_HASH as u64 + 3;
-        r.plan(&[("b".to_owned(), 0, n)]);
+        r.plan(&[live("b", 0, n)]);
         let records = (0..n)
             .map(|i| {
                 record(
@@ -617,23 +591,23 @@ mod tests {
             words: 100,
             numbers: Vec::new(),
         };
-        let (found, _, views) = r.candidates(None, &probe, &cfg(), (0, 0), &HashMap::new());
-        assert_eq!(found.len(), LISTED_PER_HASH);
-        assert_eq!(views[0].full, "11");
+        let found = r.candidates(None, &probe, &cfg(), (0, 0), "b");
+        assert_eq!(found.found.len(), LISTED_PER_HASH);
+        assert_eq!(found.buckets[0].full, "11");
         // Deleting one frees a place, as in the embedded index.
         r.forget("b", 1);
-        let (_, _, views) = r.candidates(None, &probe, &cfg(), (0, 0), &HashMap::new());
-        assert_eq!(views[0].full, "00");
+        let found = r.candidates(None, &probe, &cfg(), (0, 0), "b");
+        assert_eq!(found.buckets[0].full, "00");
     }
 
     #[test]
     fn a_bucket_gone_from_the_registry_is_dropped_and_a_lagging_counter_kept() {
         let mut r = View::new(4);
-        r.plan(&[("b".to_owned(), 0, 1)]);
+        r.plan(&[live("b", 0, 1)]);
         r.apply("b", 1, vec![record("a", 1, 1, &[1])]).unwrap();
-        assert_eq!(r.plan(&[("c".to_owned(), 10, 0)]), vec![]);
+        assert_eq!(r.plan(&[live("c", 10, 0)]), vec![]);
         assert_eq!(r.len(), 0);
-        r.plan(&[("c".to_owned(), 10, 2)]);
+        r.plan(&[live("c", 10, 2)]);
         r.apply(
             "c",
             1,
@@ -642,58 +616,54 @@ mod tests {
         .unwrap();
         // A counter read before this process filed its own inserts: nothing
         // to fetch, nothing dropped.
-        assert_eq!(r.plan(&[("c".to_owned(), 10, 1)]), vec![]);
+        assert_eq!(r.plan(&[live("c", 10, 1)]), vec![]);
         assert_eq!(r.len(), 2);
         // Another bucket under the label (another start): copied anew.
-        assert_eq!(
-            r.plan(&[("c".to_owned(), 20, 1)]),
-            vec![("c".to_owned(), 1, 1)]
-        );
+        assert_eq!(r.plan(&[live("c", 20, 1)]), vec![("c".to_owned(), 1, 1)]);
         assert_eq!(r.len(), 0);
     }
 
     #[test]
-    fn own_inserts_are_filed_in_handle_order_and_deletions_before_filing_hold() {
+    fn own_inserts_are_filed_when_next_and_else_left_to_the_sync() {
         let mut r = View::new(4);
-        r.plan(&[("b".to_owned(), 0, 0)]);
+        r.plan(&[live("b", 0, 0)]);
         // SimHashes far apart.
         let simhash = |c: u64| c.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let rec = |c: u64| fp(simhash(c), c, &[c as u32]);
-        // Handle 2 is stored first (another task's commit ran later): it waits.
-        r.stored("b", 2, "two", &rec(2)).unwrap();
+        let read_at = r.forgets;
+        // Handle 2 is stored first (handle 1 is another task's or process'):
+        // the next sync fetches it.
+        r.stored("b", 2, ("two", &rec(2)), read_at).unwrap();
         assert_eq!(r.len(), 0);
-        r.stored("b", 1, "one", &rec(1)).unwrap();
+        r.stored("b", 1, ("one", &rec(1)), read_at).unwrap();
+        assert_eq!((r.len(), handles(&r, &rec(1), (0, 0))), (1, vec![1]));
+        // The sync fetches 2 and 3, which was deleted since (its a: element
+        // emptied).
+        assert_eq!(r.plan(&[live("b", 0, 3)]), vec![("b".to_owned(), 2, 3)]);
+        let deleted = || -> Fetched { None };
+        r.apply("b", 2, vec![record("two", simhash(2), 2, &[2]), deleted()])
+            .unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(handles(&r, &rec(2), (0, 0)), [2]);
-        // Handle 3 is another process' (fetched by the next sync); 4 is ours
-        // and deleted before its turn: filed as deleted.
-        r.stored("b", 4, "four", &rec(4)).unwrap();
+        assert!(handles(&r, &rec(3), (0, 0)).is_empty());
+        // An article forgotten after the check read the view may be the one
+        // it stored: not filed, fetched (as deleted) by the next sync.
         r.forget("b", 4);
-        assert_eq!(
-            r.plan(&[("b".to_owned(), 0, 4)]),
-            vec![("b".to_owned(), 3, 4)]
-        );
-        r.apply(
-            "b",
-            3,
-            vec![
-                record("three", simhash(3), 3, &[3]),
-                record("four", simhash(4), 4, &[4]),
-            ],
-        )
-        .unwrap();
-        assert_eq!(r.len(), 3);
+        r.stored("b", 4, ("four", &rec(4)), read_at).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.plan(&[live("b", 0, 4)]), vec![("b".to_owned(), 4, 4)]);
+        r.apply("b", 4, vec![deleted()]).unwrap();
         assert!(handles(&r, &rec(4), (0, 0)).is_empty());
-        assert_eq!(handles(&r, &rec(3), (0, 0)), [3]);
         // Stored into a bucket the copy has not seen: left to the next sync.
-        r.stored("new", 1, "x", &rec(9)).unwrap();
-        assert_eq!(r.len(), 3);
+        r.stored("new", 1, ("x", &rec(9)), r.forgets).unwrap();
+        assert_eq!(r.len(), 2);
     }
 
     #[test]
-    fn empty_set_flags_follow_the_layout() {
+    fn the_own_bucket_s_shape_sets_its_empty_set_flags_and_its_validation() {
         let mut r = View::new(4);
-        r.plan(&[("b".to_owned(), 0, 1)]);
+        let shaped = |bits| vec![("b".to_owned(), 0, Some(1), bits)];
+        r.plan(&shaped(Some(10)));
         // Blocks (most significant first): 0001 0002 0003 0004.
         r.apply("b", 1, vec![record("a", 0x0001_0002_0003_0004, 1, &[1])])
             .unwrap();
@@ -705,11 +675,17 @@ mod tests {
             words: 9,
             numbers: Vec::new(),
         };
-        let shared = HashMap::from([("b".to_owned(), 10)]);
-        let (_, _, v) = r.candidates(None, &fp, &cfg(), (0, 0), &shared);
-        assert_eq!(v[0].empty_sets, "0011");
-        let positional = HashMap::from([("b".to_owned(), POSITIONAL_BLOCK_BITS)]);
-        let (_, _, v) = r.candidates(None, &fp, &cfg(), (0, 0), &positional);
-        assert_eq!(v[0].empty_sets, "1011");
+        let probe = |r: &View, own| r.candidates(None, &fp, &cfg(), (0, 0), own);
+        assert_eq!(probe(&r, "b").own, Some((10, "0011".into())));
+        assert_eq!(probe(&r, "c").own, None);
+        r.plan(&shaped(Some(POSITIONAL_BLOCK_BITS)));
+        let positional = probe(&r, "b");
+        assert_eq!(positional.own, Some((POSITIONAL_BLOCK_BITS, "1011".into())));
+        assert!(positional.buckets[0].in_range);
+        // A bucket whose n: hash has expired: no shape, no inserts to test.
+        r.plan(&shaped(None));
+        let expired = probe(&r, "b");
+        assert_eq!(expired.own, None);
+        assert!(!expired.buckets[0].in_range);
     }
 }
