@@ -31,8 +31,7 @@ mod view;
 
 pub use codec::{
     decode_article, decode_fingerprint, decode_id_value, decode_meta, decode_stored,
-    encode_article, encode_fingerprint, encode_id_value, encode_meta, parse_simhash_member,
-    simhash_member, Meta,
+    encode_article, encode_fingerprint, encode_meta, simhash_member, Meta,
 };
 
 use std::sync::{Arc, LazyLock, Mutex};

@@ -12,7 +12,7 @@
 //!
 //! Pure data, no I/O: `RedisIndex` fetches, this module files and searches.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -55,7 +55,15 @@ pub(crate) struct View {
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
     lookup_signatures: usize,
+    /// This process' own inserts not filed yet, by bucket: each after a
+    /// handle the view lacks (another process' insert, which the next sync
+    /// fetches), filed as soon as the handles before it are.
+    own: HashMap<String, BTreeMap<u64, Own>>,
 }
+
+/// An own insert waiting to be filed: its id's hash ([`id_key`]) and packed
+/// fingerprint (`None`: an empty one, held, never found).
+type Own = (u32, Option<Vec<u8>>);
 
 /// A live bucket as `lua/sync.lua` reads it: label, start (unix ms), handle
 /// counter and shape bits (both `None` once its `n:` hash has expired).
@@ -151,6 +159,8 @@ impl View {
         self.buckets
             .retain(|label, _| live.iter().any(|(l, ..)| l == label));
         self.kept = self.buckets.values().map(|c| c.kept.len()).sum();
+        self.own
+            .retain(|label, _| live.iter().any(|(l, ..)| l == label));
         let mut wanted = Vec::new();
         for (label, start, n, shape) in live {
             let copy = self
@@ -164,6 +174,7 @@ impl View {
             if copy.start != *start {
                 self.kept -= copy.kept.len();
                 *copy = BucketCopy::new(*start);
+                self.own.remove(label);
             }
             copy.shape = *shape;
             let n = n.unwrap_or(0);
@@ -177,7 +188,8 @@ impl View {
 
     /// File the articles fetched for handles `from, from + 1, …` of bucket
     /// `label`: `(packed fingerprint, meta)`, `None` for a deleted one. Handles
-    /// already filed (this process' own inserts) are skipped.
+    /// already filed (this process' own inserts) are skipped; own inserts
+    /// that follow are filed after them.
     pub(crate) fn apply<P: AsRef<[u8]>, M: AsRef<[u8]>>(
         &mut self,
         label: &str,
@@ -200,15 +212,15 @@ impl View {
             };
             copy.file(handle, record, self.lookup_signatures)?;
         }
-        Ok(())
+        self.file_own(label)
     }
 
     /// This process has just stored `fp` of article `id` under `handle` of
     /// bucket `label`, decided from the view as it was when
     /// [`forgets`](View::forgets) read `forgets`: file it now if it is the
-    /// bucket's next handle (no round trip to learn it). Otherwise, or if an
-    /// article was forgotten since (it may have been this one), the next sync
-    /// fetches it.
+    /// bucket's next handle (no round trip to learn it), else once the
+    /// handles before it are. An article forgotten since may have been this
+    /// one: then it is left to the next sync, which fetches it as it is.
     pub(crate) fn stored(
         &mut self,
         label: &str,
@@ -216,33 +228,63 @@ impl View {
         (id, fp): (&str, &Fingerprint),
         forgets: u64,
     ) -> Result<(), String> {
-        match self.buckets.get_mut(label) {
-            Some(copy) if handle == copy.synced + 1 && forgets == self.forgets => {
+        match self.buckets.get(label) {
+            Some(copy) if handle > copy.synced && forgets == self.forgets => {
                 let packed = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
-                copy.file(
-                    handle,
-                    Some((id_key(id), packed.as_deref())),
-                    self.lookup_signatures,
-                )
+                let own = self.own.entry(label.to_owned()).or_default();
+                own.insert(handle, (id_key(id), packed));
+                self.file_own(label)
             }
+            // Already filed (fetched), or a bucket this copy has not seen yet
+            // (the next sync fetches it).
             _ => Ok(()),
         }
     }
 
+    /// File the own inserts of `label` that are next, drop those filed since.
+    fn file_own(&mut self, label: &str) -> Result<(), String> {
+        let (Some(copy), Some(own)) = (self.buckets.get_mut(label), self.own.get_mut(label)) else {
+            return Ok(());
+        };
+        while let Some(entry) = own.first_entry() {
+            let handle = *entry.key();
+            if handle > copy.synced + 1 {
+                break;
+            }
+            let (id, packed) = entry.remove();
+            if handle == copy.synced + 1 {
+                copy.file(
+                    handle,
+                    Some((id, packed.as_deref())),
+                    self.lookup_signatures,
+                )?;
+            }
+        }
+        if own.is_empty() {
+            self.own.remove(label);
+        }
+        Ok(())
+    }
+
     /// The article deleted from bucket `label` under `handle` is gone. One
-    /// not filed yet needs nothing: its `a:` element was emptied with the
-    /// deletion, so it is fetched as deleted.
+    /// not filed yet is dropped if it is an own insert waiting; otherwise its
+    /// `a:` element was emptied with the deletion, so it is fetched as
+    /// deleted.
     pub(crate) fn forget(&mut self, label: &str, handle: u64) {
         self.forgets += 1;
         if let Some(copy) = self.buckets.get_mut(label) {
             if copy.kept.remove(&handle).is_some() {
                 self.kept -= 1;
             }
-            if let Some(h) = u32::try_from(handle)
-                .ok()
-                .filter(|&h| u64::from(h) <= copy.synced)
-            {
-                copy.articles.remove(h - 1, None);
+            match u32::try_from(handle) {
+                Ok(h) if handle <= copy.synced => {
+                    copy.articles.remove(h - 1, None);
+                }
+                _ => {
+                    if let Some(own) = self.own.get_mut(label) {
+                        own.remove(&handle);
+                    }
+                }
             }
         }
     }
@@ -624,39 +666,42 @@ mod tests {
     }
 
     #[test]
-    fn own_inserts_are_filed_when_next_and_else_left_to_the_sync() {
+    fn own_inserts_are_filed_in_handle_order_and_deletions_before_filing_hold() {
         let mut r = View::new(4);
         r.plan(&[live("b", 0, 0)]);
         // SimHashes far apart.
         let simhash = |c: u64| c.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let rec = |c: u64| fp(simhash(c), c, &[c as u32]);
         let read_at = r.forgets;
-        // Handle 2 is stored first (handle 1 is another task's or process'):
-        // the next sync fetches it.
+        // Handle 2 is stored first (another task's commit ran later): it waits.
         r.stored("b", 2, ("two", &rec(2)), read_at).unwrap();
         assert_eq!(r.len(), 0);
         r.stored("b", 1, ("one", &rec(1)), read_at).unwrap();
-        assert_eq!((r.len(), handles(&r, &rec(1), (0, 0))), (1, vec![1]));
-        // The sync fetches 2 and 3, which was deleted since (its a: element
-        // emptied).
-        assert_eq!(r.plan(&[live("b", 0, 3)]), vec![("b".to_owned(), 2, 3)]);
-        let deleted = || -> Fetched { None };
-        r.apply("b", 2, vec![record("two", simhash(2), 2, &[2]), deleted()])
-            .unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(handles(&r, &rec(2), (0, 0)), [2]);
-        assert!(handles(&r, &rec(3), (0, 0)).is_empty());
-        // An article forgotten after the check read the view may be the one
-        // it stored: not filed, fetched (as deleted) by the next sync.
-        r.forget("b", 4);
+        // Handle 3 is another process' (fetched by the next sync); 4 is ours
+        // and deleted before its turn: dropped, and fetched as deleted.
         r.stored("b", 4, ("four", &rec(4)), read_at).unwrap();
-        assert_eq!(r.len(), 2);
-        assert_eq!(r.plan(&[live("b", 0, 4)]), vec![("b".to_owned(), 4, 4)]);
-        r.apply("b", 4, vec![deleted()]).unwrap();
+        r.forget("b", 4);
+        assert_eq!(r.plan(&[live("b", 0, 4)]), vec![("b".to_owned(), 3, 4)]);
+        let deleted = || -> Fetched { None };
+        r.apply(
+            "b",
+            3,
+            vec![record("three", simhash(3), 3, &[3]), deleted()],
+        )
+        .unwrap();
+        assert_eq!(r.len(), 3);
         assert!(handles(&r, &rec(4), (0, 0)).is_empty());
+        assert_eq!(handles(&r, &rec(3), (0, 0)), [3]);
+        // An article forgotten after the check read the view may be the one
+        // it stored: not filed, left to the next sync.
+        r.stored("b", 5, ("five", &rec(5)), read_at).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r.plan(&[live("b", 0, 5)]), vec![("b".to_owned(), 5, 5)]);
         // Stored into a bucket the copy has not seen: left to the next sync.
         r.stored("new", 1, ("x", &rec(9)), r.forgets).unwrap();
-        assert_eq!(r.len(), 2);
+        assert_eq!(r.len(), 3);
     }
 
     #[test]
