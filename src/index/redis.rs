@@ -14,16 +14,18 @@
 //! - Every process keeps a **view** of the live articles in memory
 //!   (`view.rs`) and finds candidates there; before deciding it catches up
 //!   with what was inserted or deleted since (`catch_up.rs`).
-//! - Every insert is one **commit** (`commit.rs`, `lua/commit.lua`): it
-//!   stores the article only if nothing inserted since the view could meet it
-//!   ([`crate::index::meet`]); otherwise the process catches up and decides
-//!   again. Redis never scans candidates.
+//! - A **check** (`check.rs`) decides from the view and commits (`commit.rs`,
+//!   `lua/commit.lua`): the commit stores the article only if nothing
+//!   inserted since the view could meet it ([`crate::index::meet`]);
+//!   otherwise the process catches up and decides again. Redis never scans
+//!   candidates.
 //! - What is checked at connect (eviction policy, retention, key layout) is
 //!   in `safety.rs`.
 //!
 //! Scripts are sent with EVALSHA and reloaded on `NOSCRIPT` by [`redis::Script`].
 
 mod catch_up;
+mod check;
 pub(crate) mod codec;
 mod commit;
 mod safety;
@@ -39,13 +41,12 @@ use std::time::Duration;
 
 use ::redis::Script;
 
-use self::commit::{CommitArgs, Committed, Validate};
-use self::view::{Candidate, Place, View};
+use self::view::{Place, View};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::connect::{Conn, ConnectOptions};
-use crate::decision::{decide, CandidateView, DecisionConfig};
+use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
-use crate::keys::{bucket_label, shape_bits, slot, validate_namespace, Keys};
+use crate::keys::{shape_bits, validate_namespace, Keys};
 
 /// An index script: the constants it shares with Rust
 /// ([`crate::keys::lua_constants`]), `lua/prelude.lua` (helpers the scripts
@@ -289,280 +290,6 @@ impl RedisIndex {
             .map(|s| (s.label, s.handle)))
     }
 
-    /// **Tests only**: [`Index::check_and_insert`], deciding first from the
-    /// view as it is, however far behind Redis it is (another process' inserts
-    /// since are not read before the decision): what a check does when it
-    /// races a writer. The commit validates it like any other.
-    #[doc(hidden)]
-    pub async fn check_and_insert_on_the_view_as_is(
-        &self,
-        entry: &IndexEntry,
-    ) -> Result<Outcome, IndexError> {
-        super::require_id(&entry.id)?;
-        self.check(entry, true, false).await
-    }
-
-    /// Check `entry` (and record it when `write`): catch the view up as
-    /// needed (`catch_up`: before the first decision too), decide from it,
-    /// commit; after a conflict, catch up and decide again (at most
-    /// `max_attempts` times).
-    async fn check(
-        &self,
-        entry: &IndexEntry,
-        write: bool,
-        catch_up: bool,
-    ) -> Result<Outcome, IndexError> {
-        let inner = &self.inner;
-        let cfg = &inner.config;
-        let place = self.placement(entry);
-        let mut conn = inner.conn.clone();
-        let mut examined = 0u32;
-        let mut must = false;
-        if !write {
-            // A query has no commit to find the id stored: look first.
-            if let Some(stored) = self.lookup(&mut conn, &entry.id).await? {
-                return Ok(Outcome {
-                    verdict: stored.verdict,
-                    replayed: true,
-                    examined: 0,
-                });
-            }
-        }
-        for _ in 0..inner.max_attempts {
-            // A query has no commit to validate it: always up to date. After a
-            // conflict, read what caused it before deciding again.
-            if catch_up || must {
-                self.freshen(&mut conn, must, write).await?;
-            }
-            must = true;
-            let (probe, mut cands, unread, forgets) = {
-                let copy = self.view();
-                let mut probe = copy.candidates(
-                    Some(&entry.id),
-                    &entry.fingerprint,
-                    cfg,
-                    (place.lo, place.hi),
-                    &place.label,
-                );
-                examined = examined.saturating_add(probe.examined);
-                let (kept, unread) = copy.kept_of(std::mem::take(&mut probe.found));
-                (probe, kept, unread, copy.forgets)
-            };
-            let read = self.fetch(&mut conn, &unread).await?;
-            if !read.is_empty() {
-                self.view().keep(&read, forgets);
-                cands.extend(read);
-            }
-            let verdict = verdict_among(entry, cands.iter().map(|c| &**c).collect(), cfg);
-            if !write {
-                return Ok(Outcome {
-                    verdict,
-                    replayed: false,
-                    examined,
-                });
-            }
-            let meta = place.meta(entry, verdict.clone());
-            let text = meta.encode();
-            // Where the root is when it is among the candidates (usually: the
-            // match is its own root); commit.lua looks there first.
-            let root_label = root_label(&verdict, cands.iter().map(|c| &**c));
-            let args = CommitArgs {
-                root: verdict
-                    .duplicate()
-                    .map(|d| (d.dup_of.as_str(), root_label.as_deref())),
-                own_shape: probe.own.as_ref().map(|(bits, _)| *bits),
-                empty_sets: probe.own.as_ref().map_or("", |(_, empty)| empty),
-                ..self.commit_args(entry, &place, &text, Validate::Since(probe.buckets))
-            };
-            match self.commit(&mut conn, &args).await? {
-                Committed::Ok(handle) => {
-                    // File it now, and keep it as a candidate: the checks
-                    // after it need not fetch it.
-                    let mut copy = self.view();
-                    let article = (entry.id.as_str(), &entry.fingerprint);
-                    copy.stored(&place.label, handle, article, forgets)
-                        .map_err(|reason| IndexError::Corrupt {
-                            id: entry.id.clone(),
-                            reason,
-                        })?;
-                    if !entry.fingerprint.is_empty() {
-                        let stored = Candidate {
-                            label: place.label.clone(),
-                            handle,
-                            ts_ms: entry.ts_ms,
-                            fp: entry.fingerprint.clone(),
-                            meta,
-                        };
-                        copy.keep(&[Arc::new(stored)], forgets);
-                    }
-                    return Ok(Outcome {
-                        verdict,
-                        replayed: false,
-                        examined,
-                    });
-                }
-                Committed::Expired => {
-                    return Ok(Outcome {
-                        verdict,
-                        replayed: false,
-                        examined,
-                    })
-                }
-                Committed::Replay => {
-                    // Stored by a racing copy; deleted since: check again.
-                    if let Some(stored) = self.lookup(&mut conn, &entry.id).await? {
-                        return Ok(Outcome {
-                            verdict: stored.verdict,
-                            replayed: true,
-                            examined: 0,
-                        });
-                    }
-                }
-                Committed::Retry(why) => {
-                    tracing::trace!(id = %entry.id, %why, "commit conflict: catching up");
-                    tokio::task::yield_now().await;
-                }
-            }
-        }
-        Err(IndexError::Contention {
-            attempts: inner.max_attempts,
-        })
-    }
-
-    /// The articles at `found` (candidates found in the view and not kept
-    /// there, or a cluster's duplicates), read from their `a:` elements: one
-    /// pipeline. One deleted since is left out, as it would be from the view.
-    async fn fetch(
-        &self,
-        conn: &mut Conn,
-        found: &[Place],
-    ) -> Result<Vec<Arc<Candidate>>, IndexError> {
-        if found.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = ::redis::pipe();
-        for (label, _, h) in found {
-            pipe.cmd("LINDEX")
-                .arg(self.inner.keys.articles(label, *h))
-                .arg(slot(*h));
-        }
-        let records: Vec<Option<Vec<u8>>> = pipe.query_async(conn).await.map_err(backend)?;
-        let mut cands = Vec::with_capacity(found.len());
-        for ((label, start, handle), record) in found.iter().zip(records) {
-            let corrupt = |reason| IndexError::Corrupt {
-                id: format!("{label}:{handle}"),
-                reason,
-            };
-            let Some((meta, fp)) =
-                decode_stored(record.as_deref().unwrap_or_default()).map_err(corrupt)?
-            else {
-                continue;
-            };
-            cands.push(Arc::new(Candidate {
-                label: label.clone(),
-                handle: *handle,
-                ts_ms: start + i64::from(meta.ts_offset),
-                fp,
-                meta,
-            }));
-        }
-        Ok(cands)
-    }
-
-    /// Run the commit of `args`.
-    async fn commit(
-        &self,
-        conn: &mut Conn,
-        args: &CommitArgs<'_>,
-    ) -> Result<Committed, IndexError> {
-        let mut inv = COMMIT.prepare_invoke();
-        inv.key(self.inner.keys.buckets());
-        for a in args.argv() {
-            inv.arg(a);
-        }
-        let reply = inv.invoke_async(conn).await.map_err(backend)?;
-        commit::parse_reply(reply, self.inner.keys.prefix())
-    }
-
-    /// The [`CommitArgs`] of `entry`, placed at `place`, with meta `meta`
-    /// ([`Meta::encode`]): no root, no own-bucket shape.
-    fn commit_args<'a>(
-        &'a self,
-        entry: &'a IndexEntry,
-        place: &'a Placement,
-        meta: &'a str,
-        validate: Validate,
-    ) -> CommitArgs<'a> {
-        let inner = &self.inner;
-        CommitArgs {
-            prefix: inner.keys.prefix(),
-            id: &entry.id,
-            label: &place.label,
-            start: place.start,
-            retention_ms: inner.bucket_ms as u64 + inner.config.window_ms,
-            fingerprint: &entry.fingerprint,
-            meta,
-            lookup_signatures: inner.config.lookup_signatures,
-            root: None,
-            default_shape: inner.default_shape,
-            own_shape: None,
-            empty_sets: "",
-            validate,
-        }
-    }
-
-    /// **Benchmarks only**: store `entries` as unique articles without checking
-    /// them (no view, no decision, no concurrency control), pipelined. Fills an
-    /// index to a size quickly so that real checks can be measured against it;
-    /// never use it on an index that serves verdicts.
-    #[doc(hidden)]
-    pub async fn preload(&self, entries: &[IndexEntry]) -> Result<(), IndexError> {
-        let mut conn = self.inner.conn.clone();
-        COMMIT.load_async(&mut conn).await.map_err(backend)?;
-        let placed: Vec<(Placement, String)> = entries
-            .iter()
-            .map(|entry| {
-                let place = self.placement(entry);
-                let meta = place.meta(entry, Verdict::Unique).encode();
-                (place, meta)
-            })
-            .collect();
-        let invocations: Vec<::redis::ScriptInvocation<'_>> = entries
-            .iter()
-            .zip(&placed)
-            .map(|(entry, (place, meta))| {
-                let mut inv = COMMIT.prepare_invoke();
-                inv.key(self.inner.keys.buckets());
-                for a in self
-                    .commit_args(entry, place, meta, Validate::Nothing)
-                    .argv()
-                {
-                    inv.arg(a);
-                }
-                inv
-            })
-            .collect();
-        let mut pipe = ::redis::pipe();
-        for inv in &invocations {
-            pipe.invoke_script(inv).ignore();
-        }
-        pipe.query_async::<()>(&mut conn).await.map_err(backend)
-    }
-
-    /// Where `entry` is stored and which buckets can hold its candidates.
-    fn placement(&self, entry: &IndexEntry) -> Placement {
-        let bucket_ms = self.inner.bucket_ms;
-        let floor = |t: i64| t.div_euclid(bucket_ms) * bucket_ms;
-        let window = i64::try_from(self.inner.config.window_ms).unwrap_or(i64::MAX);
-        let start = floor(entry.ts_ms);
-        Placement {
-            label: bucket_label(start),
-            start,
-            lo: floor(entry.ts_ms.saturating_sub(window)),
-            hi: floor(entry.ts_ms.saturating_add(window)),
-        }
-    }
-
     /// What is stored for `id` (`lua/lookup.lua`).
     async fn lookup(&self, conn: &mut Conn, id: &str) -> Result<Option<Stored>, IndexError> {
         let keys = &self.inner.keys;
@@ -616,72 +343,6 @@ struct Stored {
     verdict: Verdict,
     /// `<label>:<handle>` of the duplicates linked to it.
     links: Vec<(String, u64)>,
-}
-
-/// The verdict on `entry` among `cands` (any order, repeats allowed), as the
-/// embedded index gives it: [`decide`] over them in (bucket, handle) order,
-/// and a duplicate linked to its match's root.
-fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Candidate>, cfg: &DecisionConfig) -> Verdict {
-    if entry.fingerprint.is_empty() {
-        return Verdict::Unique;
-    }
-    cands.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
-    cands.dedup_by(|a, b| a.label == b.label && a.handle == b.handle);
-    let views = cands.iter().map(|c| CandidateView {
-        id: &c.meta.id,
-        simhash: c.fp.simhash,
-        content: c.fp.content,
-        signatures: &c.fp.signatures,
-        numbers: &c.fp.numbers,
-        ts_ms: c.ts_ms,
-    });
-    match decide(&entry.fingerprint, entry.ts_ms, views, cfg) {
-        None => Verdict::Unique,
-        Some(m) => {
-            let root = cands
-                .iter()
-                .find(|c| c.meta.id == m.id)
-                .and_then(|c| c.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
-            Verdict::from_match(m, root.as_deref())
-        }
-    }
-}
-
-/// The bucket of a duplicate's root when it is among `cands` (usually: the
-/// match is its own root), so commit.lua looks for the root there first.
-fn root_label<'a>(
-    verdict: &Verdict,
-    mut cands: impl Iterator<Item = &'a Candidate>,
-) -> Option<String> {
-    let root = &verdict.duplicate()?.dup_of;
-    cands.find(|c| &c.meta.id == root).map(|c| c.label.clone())
-}
-
-/// Where an article is stored and looked for.
-struct Placement {
-    label: String,
-    start: i64,
-    /// Starts of the first and last bucket that can hold an article in the window.
-    lo: i64,
-    hi: i64,
-}
-
-impl Placement {
-    /// Milliseconds from the bucket start to `ts_ms` (the meta's offset).
-    fn offset(&self, ts_ms: i64) -> u32 {
-        u32::try_from(ts_ms - self.start)
-            .expect("a bucket is shorter than 2^32 ms (checked at connect)")
-    }
-
-    /// The meta `entry` is stored with, placed here, with `verdict`.
-    fn meta(&self, entry: &IndexEntry, verdict: Verdict) -> Meta {
-        Meta {
-            id: entry.id.clone(),
-            verdict,
-            ts_offset: self.offset(entry.ts_ms),
-            words: entry.fingerprint.words,
-        }
-    }
 }
 
 impl Index for RedisIndex {
@@ -764,27 +425,5 @@ impl Index for RedisIndex {
         duplicates.sort_unstable();
         duplicates.dedup();
         Ok(Some(Cluster { root, duplicates }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placement_covers_the_window_in_buckets() {
-        let day = 24 * HOUR_MS as i64;
-        let floor = |t: i64| t.div_euclid(day) * day;
-        let window = DecisionConfig::default().window_ms as i64;
-        let ts = 10 * day + 5;
-        let p = Placement {
-            label: bucket_label(floor(ts)),
-            start: floor(ts),
-            lo: floor(ts - window),
-            hi: floor(ts + window),
-        };
-        assert_eq!((p.start, p.lo, p.hi), (10 * day, 8 * day, 12 * day));
-        assert_eq!(p.label, "1970011100");
-        assert_eq!(p.offset(ts), 5);
     }
 }
