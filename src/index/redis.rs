@@ -46,7 +46,7 @@ use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verd
 use crate::connect::{Conn, ConnectOptions};
 use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
-use crate::keys::{shape_bits, validate_namespace, Keys};
+use crate::keys::{bucket_start_of, shape_bits, validate_namespace, Keys};
 
 /// An index script: the constants it shares with Rust
 /// ([`crate::keys::lua_constants`]), `lua/prelude.lua` (helpers the scripts
@@ -315,7 +315,7 @@ impl RedisIndex {
             .split_ascii_whitespace()
             .map(|t| {
                 t.split_once(':')
-                    .and_then(|(l, h)| Some((l.to_owned(), h.parse().ok()?)))
+                    .and_then(|(l, h)| Some((l.to_owned(), bucket_start_of(l)?, h.parse().ok()?)))
                     .ok_or_else(|| corrupt(format!("bad link {t:?}")))
             })
             .collect::<Result<_, _>>()?;
@@ -341,8 +341,8 @@ struct Stored {
     ts_ms: i64,
     fingerprint: Fingerprint,
     verdict: Verdict,
-    /// `<label>:<handle>` of the duplicates linked to it.
-    links: Vec<(String, u64)>,
+    /// Where the duplicates linked to it are (`<label>:<handle>` in Redis).
+    links: Vec<Place>,
 }
 
 impl Index for RedisIndex {
@@ -414,9 +414,8 @@ impl Index for RedisIndex {
         // A deleted duplicate's record is gone or empty (delete.lua) and
         // leaves a stale link; a re-used id may now belong elsewhere: keep
         // only live duplicates that name this root.
-        let links: Vec<Place> = root_row.links.into_iter().map(|(l, h)| (l, 0, h)).collect();
         let mut duplicates: Vec<String> = self
-            .fetch(&mut conn, &links)
+            .fetch(&mut conn, &root_row.links)
             .await?
             .iter()
             .filter(|c| c.meta.verdict.duplicate().is_some_and(|d| d.dup_of == root))
