@@ -315,7 +315,12 @@ impl RedisIndex {
             .split_ascii_whitespace()
             .map(|t| {
                 t.split_once(':')
-                    .and_then(|(l, h)| Some((l.to_owned(), bucket_start_of(l)?, h.parse().ok()?)))
+                    .and_then(|(l, h)| {
+                        // The start only dates the duplicate, which a cluster
+                        // does not read: 0 for a label past the year 9999.
+                        let start = bucket_start_of(l).unwrap_or(0);
+                        Some((l.to_owned(), start, h.parse().ok()?))
+                    })
                     .ok_or_else(|| corrupt(format!("bad link {t:?}")))
             })
             .collect::<Result<_, _>>()?;

@@ -9,7 +9,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use conformance::{config, entry, flip, fp, sketch, S};
-use simdedup::index::{Index, IndexEntry, IndexError, RedisIndex, RedisIndexOptions, Verdict};
+use simdedup::index::{
+    Index, IndexEntry, IndexError, Outcome, RedisIndex, RedisIndexOptions, Verdict,
+};
 use support::{RedisCluster, RedisServer};
 
 async fn connect(url: &str, ns: &str) -> RedisIndex {
@@ -316,6 +318,63 @@ async fn what_was_inserted_since_is_read_whole_and_deletes_are_skipped() {
             "sketch of {len} hashes, deleted since: {deleted}"
         );
     }
+}
+
+/// A bucket whose counter hash has expired (its retention is over; its other
+/// keys go with it) but that the registry still lists until the next bucket
+/// opens: a view that held its articles lets it go, and the article that
+/// opens the next bucket is stored, by a process whose view held the old
+/// bucket and by one that never did.
+#[tokio::test]
+async fn a_bucket_past_its_retention_does_not_hold_up_the_next() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "expired").await;
+    let mut conn = server.connection();
+    let t = now_ms();
+    let old = entry("old", t, fp(0x1111_2222_3333_4444, 1, &sketch(1, 12)));
+    assert_eq!(
+        idx.check_and_insert(&old).await.unwrap().verdict,
+        Verdict::Unique
+    );
+    idx.sync().await.unwrap();
+    assert_eq!(idx.view_articles(), 1);
+    // Its n: hash expires first: the registry lists the bucket until a
+    // commit opens a new one.
+    let label = idx_label(&idx, t);
+    let deleted: i64 = redis::cmd("DEL")
+        .arg(idx.keys().counter(&label))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let day = 24 * 3_600_000;
+    let next = entry(
+        "next",
+        t + day,
+        fp(0x5555_6666_7777_8888, 2, &sketch(2, 12)),
+    );
+    let out = idx
+        .check_and_insert(&next)
+        .await
+        .expect("the next bucket opens");
+    assert_eq!(out.verdict, Verdict::Unique);
+    let fresh = connect(&server.url(), "expired").await;
+    let later = entry(
+        "later",
+        t + day,
+        fp(0x9999_aaaa_bbbb_cccc, 3, &sketch(3, 12)),
+    );
+    assert_eq!(
+        fresh.check_and_insert(&later).await.unwrap().verdict,
+        Verdict::Unique
+    );
+    assert_eq!(
+        idx.check_and_insert(&later).await.unwrap(),
+        Outcome {
+            verdict: Verdict::Unique,
+            replayed: true,
+            examined: 0,
+        }
+    );
 }
 
 /// A view that is behind Redis (another process stored articles since) still

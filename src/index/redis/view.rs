@@ -170,8 +170,11 @@ impl View {
             // A counter behind the copy is no restart (a bucket never starts
             // again under its label: commit.lua stores nothing past its
             // retention): this process filed its own inserts after the counter
-            // was read.
-            if copy.start != *start {
+            // was read. A counter gone is a bucket past its retention, its
+            // articles gone with it; the registry lists it until a commit
+            // opens a new bucket, which the commit allows once the view holds
+            // none of its articles.
+            if copy.start != *start || (n.is_none() && copy.synced > 0) {
                 self.kept -= copy.kept.len();
                 *copy = BucketCopy::new(*start);
                 self.own.remove(label);
@@ -435,20 +438,20 @@ impl BucketCopy {
         lookup: usize,
     ) -> Result<(), String> {
         u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
+        // Whatever can fail comes first: `synced` counts the slots held.
+        let mut buf = [0; MAX_LOOKUP_SIGNATURES];
+        let keys = match record {
+            Some((_, Some(packed))) => Some(keys_of_packed(packed, &mut buf, lookup)?),
+            _ => None,
+        };
         self.synced = handle;
-        let Some((id, packed)) = record else {
-            self.articles.skip();
-            return Ok(());
-        };
-        self.ids.insert(id);
-        match packed {
-            None => self.articles.insert(None)?,
-            Some(packed) => {
-                let mut buf = [0; MAX_LOOKUP_SIGNATURES];
-                let keys = keys_of_packed(packed, &mut buf, lookup)?;
-                self.articles.insert(Some(&keys))?
+        match record {
+            None => self.articles.skip(),
+            Some((id, _)) => {
+                self.ids.insert(id);
+                self.articles.insert(keys.as_ref())?;
             }
-        };
+        }
         Ok(())
     }
 }
@@ -663,6 +666,23 @@ mod tests {
         // Another bucket under the label (another start): copied anew.
         assert_eq!(r.plan(&[live("c", 20, 1)]), vec![("c".to_owned(), 1, 1)]);
         assert_eq!(r.len(), 0);
+        r.apply("c", 1, vec![record("a", 1, 1, &[1])]).unwrap();
+        // Its counter gone (past its retention, still listed): held empty,
+        // so the commit is told it holds nothing there.
+        assert!(r.plan(&[("c".to_owned(), 20, None, None)]).is_empty());
+        assert_eq!(r.len(), 0);
+        let probe = r.candidates(None, &fp(1, 1, &[1]), &cfg(), (20, 20), "c");
+        assert_eq!(probe.buckets[0].counter, 0);
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_filed_is_not_counted() {
+        let mut b = BucketCopy::new(0);
+        let packed = encode_fingerprint(&fp(1, 1, &[1]));
+        assert!(b.file(1, Some((7, Some(&packed[..3]))), 4).is_err());
+        assert_eq!((b.synced, b.articles.len()), (0, 0));
+        b.file(1, Some((7, Some(&packed))), 4).unwrap();
+        assert_eq!((b.synced, b.articles.len()), (1, 1));
     }
 
     #[test]
