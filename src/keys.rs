@@ -70,8 +70,9 @@ impl Keys {
 
     /// HASH of bucket `label`: field `n` = handle counter (HINCRBY), field `k` =
     /// the bucket's shape bits, `r` = its retention (ms after its start), `l` =
-    /// `0`, the key layout this version reads and writes (a bucket without it
-    /// was written with lookup lists, and is refused: `docs/operations.md`).
+    /// [`LAYOUT`], the key layout this version reads and writes (a bucket with
+    /// another `l`, or none, was written by an earlier layout and is refused:
+    /// `docs/operations.md`).
     pub fn counter(&self, label: &str) -> String {
         format!("{}n:{label}", self.prefix)
     }
