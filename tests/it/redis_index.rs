@@ -377,6 +377,54 @@ async fn a_bucket_past_its_retention_does_not_hold_up_the_next() {
     );
 }
 
+/// An article record that cannot be read (written by hand here) holds up
+/// nothing: a new process loads its view past it, a process that finds it as
+/// a candidate skips it, and every other article is checked as before.
+#[tokio::test]
+async fn an_unreadable_article_record_holds_up_nothing() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "unreadable").await;
+    let mut conn = server.connection();
+    let t = now_ms();
+    let a = entry("a", t, fp(0x1111_2222_3333_4444, 1, &sketch(1, 12)));
+    let b = entry("b", t, fp(0x5555_6666_7777_8888, 2, &sketch(2, 12)));
+    for e in [&a, &b] {
+        assert_eq!(
+            idx.check_and_insert(e).await.unwrap().verdict,
+            Verdict::Unique
+        );
+    }
+    // A process whose view filed it before, without reading it.
+    let filed = connect(&server.url(), "unreadable").await;
+    filed.sync().await.unwrap();
+    let (label, handle) = idx.locate("a").await.unwrap().unwrap();
+    let _: () = redis::cmd("LSET")
+        .arg(idx.keys().articles(&label, handle))
+        .arg(simdedup::keys::slot(handle))
+        .arg("\x05\x00garbage")
+        .query(&mut conn)
+        .unwrap();
+    let fresh = connect(&server.url(), "unreadable").await;
+    fresh.sync().await.expect("the view loads past the record");
+    assert_eq!((fresh.view_articles(), filed.view_articles()), (1, 2));
+    let copy_of = |e: &IndexEntry| IndexEntry {
+        id: format!("{}-copy", e.id),
+        ..e.clone()
+    };
+    for process in [&fresh, &filed] {
+        let out = process.query(&copy_of(&b)).await.unwrap();
+        assert_eq!(out.verdict.duplicate().unwrap().dup_of, "b");
+        // A copy of the unreadable article finds nothing to match.
+        let out = process.query(&copy_of(&a)).await.unwrap();
+        assert_eq!(out.verdict, Verdict::Unique);
+    }
+    let c = entry("c", t, fp(0x9999_aaaa_bbbb_cccc, 3, &sketch(3, 12)));
+    assert_eq!(
+        fresh.check_and_insert(&c).await.unwrap().verdict,
+        Verdict::Unique
+    );
+}
+
 /// A view that is behind Redis (another process stored articles since) still
 /// gives the verdict a check made now would give: through each signal, for
 /// an id stored in between, and the same as a plain check when nothing was

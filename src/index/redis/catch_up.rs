@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use super::view::{Deleted, Live, View};
-use super::{backend, decode_article, RedisIndex, ViewState, SYNC};
+use super::{backend, RedisIndex, ViewState, SYNC};
 use crate::connect::Conn;
 use crate::index::IndexError;
 use crate::keys::{slot, HANDLES_PER_CHUNK};
@@ -264,15 +264,12 @@ impl RedisIndex {
                 .map_err(backend)?;
             next = groups.get(n + 1).map(|g| send(g));
             for (&(label, first, _), reply) in group.iter().zip(replies) {
-                let corrupt = |reason: String| IndexError::Corrupt {
-                    id: format!("{label}:{first}"),
-                    reason,
-                };
-                let records = reply
-                    .iter()
-                    .map(|element| decode_article(element).map_err(corrupt))
-                    .collect::<Result<Vec<_>, IndexError>>()?;
-                self.view().apply(label, first, records).map_err(corrupt)?;
+                self.view()
+                    .apply(label, first, &reply)
+                    .map_err(|reason| IndexError::Corrupt {
+                        id: format!("{label}:{first}"),
+                        reason,
+                    })?;
             }
             let done = (n + 1) * FETCH_CHUNKS;
             if chunks.len() > 10_000 && done % 10_000 < FETCH_CHUNKS {

@@ -162,7 +162,8 @@ impl RedisIndex {
 
     /// The articles at `found` (candidates found in the view and not kept
     /// there, or a cluster's duplicates), read from their `a:` elements: one
-    /// pipeline. One deleted since is left out, as it would be from the view.
+    /// pipeline. One deleted since is left out, as it would be from the view,
+    /// and so is one that cannot be read.
     pub(super) async fn fetch(
         &self,
         conn: &mut Conn,
@@ -180,14 +181,14 @@ impl RedisIndex {
         let records: Vec<Option<Vec<u8>>> = pipe.query_async(conn).await.map_err(backend)?;
         let mut cands = Vec::with_capacity(found.len());
         for ((label, start, handle), record) in found.iter().zip(records) {
-            let corrupt = |reason| IndexError::Corrupt {
-                id: format!("{label}:{handle}"),
-                reason,
-            };
-            let Some((meta, fp)) =
-                decode_stored(record.as_deref().unwrap_or_default()).map_err(corrupt)?
-            else {
-                continue;
+            let (meta, fp) = match decode_stored(record.as_deref().unwrap_or_default()) {
+                Ok(Some(article)) => article,
+                Ok(None) => continue,
+                Err(reason) => {
+                    // As the view holds it: deleted (`View::apply`).
+                    tracing::warn!(bucket = %label, handle, %reason, "unreadable article record: skipped");
+                    continue;
+                }
             };
             cands.push(Arc::new(Candidate {
                 label: label.clone(),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use growable_bloom_filter::GrowableBloom;
 use rustc_hash::FxBuildHasher;
 
-use super::codec::{meta_words_and_id, packed_parts, u32s, Meta};
+use super::codec::{decode_article, meta_words_and_id, packed_parts, u32s, Meta};
 use super::commit::BucketCheck;
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
@@ -189,30 +189,29 @@ impl View {
         wanted
     }
 
-    /// File the articles fetched for handles `from, from + 1, …` of bucket
-    /// `label`: `(packed fingerprint, meta)`, `None` for a deleted one. Handles
-    /// already filed (this process' own inserts) are skipped; own inserts
-    /// that follow are filed after them.
-    pub(crate) fn apply<P: AsRef<[u8]>, M: AsRef<[u8]>>(
+    /// File the `a:` elements fetched for handles `from, from + 1, …` of
+    /// bucket `label` (an empty one is a deleted article). Handles already
+    /// filed (this process' own inserts) are skipped; own inserts that
+    /// follow are filed after them. An element that cannot be read (written
+    /// by hand, or by a bug) is held as deleted and logged: its article is
+    /// never a candidate, and every other article flows on.
+    pub(crate) fn apply<E: AsRef<[u8]>>(
         &mut self,
         label: &str,
         from: u64,
-        records: Vec<Option<(P, M)>>,
+        elements: &[E],
     ) -> Result<(), String> {
         let Some(copy) = self.buckets.get_mut(label) else {
             return Ok(());
         };
-        for (handle, record) in (from..).zip(records) {
+        for (handle, element) in (from..).zip(elements) {
             if handle != copy.synced + 1 {
                 continue;
             }
-            let record = match &record {
-                None => None,
-                Some((p, m)) => {
-                    let (words, id) = meta_words_and_id(m.as_ref())?;
-                    Some((id_key(id), (words > 0).then_some(p.as_ref())))
-                }
-            };
+            let record = read_element(element.as_ref()).unwrap_or_else(|reason| {
+                tracing::warn!(bucket = label, handle, %reason, "unreadable article record: held as deleted");
+                None
+            });
             copy.file(handle, record, self.lookup_signatures)?;
         }
         self.file_own(label)
@@ -428,15 +427,8 @@ impl BucketCopy {
             .collect()
     }
 
-    /// File handle `handle`: deleted (`None`), or the article whose id
-    /// hashes to the `u32` ([`id_key`]) with its packed fingerprint (`None`:
-    /// an empty one).
-    fn file(
-        &mut self,
-        handle: u64,
-        record: Option<(u32, Option<&[u8]>)>,
-        lookup: usize,
-    ) -> Result<(), String> {
+    /// File handle `handle`: its [`Record`].
+    fn file(&mut self, handle: u64, record: Record<'_>, lookup: usize) -> Result<(), String> {
         u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
         // Whatever can fail comes first: `synced` counts the slots held.
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
@@ -456,10 +448,24 @@ impl BucketCopy {
     }
 }
 
+/// What filing needs of an `a:` element: its id's hash ([`id_key`]) and its
+/// packed fingerprint (`None`: an empty one); `None` for a deleted article.
+type Record<'a> = Option<(u32, Option<&'a [u8]>)>;
+
+/// The [`Record`] of an `a:` element.
+fn read_element(element: &[u8]) -> Result<Record<'_>, String> {
+    let Some((packed, meta)) = decode_article(element)? else {
+        return Ok(None);
+    };
+    let (words, id) = meta_words_and_id(meta)?;
+    packed_parts(packed).ok_or_else(|| format!("packed fingerprint of {} bytes", packed.len()))?;
+    Ok(Some((id_key(id), (words > 0).then_some(packed))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::redis::codec::{encode_fingerprint, encode_meta};
+    use crate::index::redis::codec::{encode_article, encode_fingerprint, encode_meta};
     use crate::index::Verdict;
     use crate::index::LISTED_PER_HASH;
 
@@ -473,13 +479,15 @@ mod tests {
         }
     }
 
-    type Fetched = Option<(Vec<u8>, Vec<u8>)>;
+    /// The `a:` element of an article.
+    fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Vec<u8> {
+        let meta = encode_meta(id, &Verdict::Unique, 5, 100);
+        encode_article(&encode_fingerprint(&fp(simhash, content, sigs)), &meta)
+    }
 
-    fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Fetched {
-        Some((
-            encode_fingerprint(&fp(simhash, content, sigs)),
-            encode_meta(id, &Verdict::Unique, 5, 100).into_bytes(),
-        ))
+    /// The `a:` element of a deleted article.
+    fn deleted() -> Vec<u8> {
+        Vec::new()
     }
 
     /// The handles of the candidates of `probe` in bucket range `range`.
@@ -503,16 +511,16 @@ mod tests {
         let live = vec![live("b1", 0, 3)];
         assert_eq!(r.plan(&live), vec![("b1".to_owned(), 1, 3)]);
         // Handle 2 arrives first from a second fetch: not filed (a gap).
-        r.apply("b1", 2, vec![record("x", 0xffff, 9, &[1, 2, 3, 4])])
+        r.apply("b1", 2, &[record("x", 0xffff, 9, &[1, 2, 3, 4])])
             .unwrap();
         assert_eq!(r.len(), 0);
         r.apply(
             "b1",
             1,
-            vec![
+            &[
                 record("a", 0x1234_5678_9abc_def0, 1, &[10, 20, 30, 40]),
                 record("b", 0xffff_0000_ffff_0000, 2, &[50, 60, 70, 80]),
-                None,
+                deleted(),
             ],
         )
         .unwrap();
@@ -618,7 +626,7 @@ mod tests {
         let mut r = View::new(4);
         let n = LISTED_PER_HASH as u64 + 3;
         r.plan(&[live("b", 0, n)]);
-        let records = (0..n)
+        let records: Vec<_> = (0..n)
             .map(|i| {
                 record(
                     &format!("a{i}"),
@@ -628,7 +636,7 @@ mod tests {
                 )
             })
             .collect();
-        r.apply("b", 1, records).unwrap();
+        r.apply("b", 1, &records).unwrap();
         let probe = Fingerprint {
             simhash: u64::MAX,
             content: 42,
@@ -649,16 +657,12 @@ mod tests {
     fn a_bucket_gone_from_the_registry_is_dropped_and_a_lagging_counter_kept() {
         let mut r = View::new(4);
         r.plan(&[live("b", 0, 1)]);
-        r.apply("b", 1, vec![record("a", 1, 1, &[1])]).unwrap();
+        r.apply("b", 1, &[record("a", 1, 1, &[1])]).unwrap();
         assert_eq!(r.plan(&[live("c", 10, 0)]), vec![]);
         assert_eq!(r.len(), 0);
         r.plan(&[live("c", 10, 2)]);
-        r.apply(
-            "c",
-            1,
-            vec![record("a", 1, 1, &[1]), record("b", 1, 1, &[1])],
-        )
-        .unwrap();
+        r.apply("c", 1, &[record("a", 1, 1, &[1]), record("b", 1, 1, &[1])])
+            .unwrap();
         // A counter read before this process filed its own inserts: nothing
         // to fetch, nothing dropped.
         assert_eq!(r.plan(&[live("c", 10, 1)]), vec![]);
@@ -666,7 +670,7 @@ mod tests {
         // Another bucket under the label (another start): copied anew.
         assert_eq!(r.plan(&[live("c", 20, 1)]), vec![("c".to_owned(), 1, 1)]);
         assert_eq!(r.len(), 0);
-        r.apply("c", 1, vec![record("a", 1, 1, &[1])]).unwrap();
+        r.apply("c", 1, &[record("a", 1, 1, &[1])]).unwrap();
         // Its counter gone (past its retention, still listed): held empty,
         // so the commit is told it holds nothing there.
         assert!(r.plan(&[("c".to_owned(), 20, None, None)]).is_empty());
@@ -676,13 +680,28 @@ mod tests {
     }
 
     #[test]
-    fn a_record_that_cannot_be_filed_is_not_counted() {
+    fn an_unreadable_record_is_held_as_deleted_and_the_rest_are_filed() {
+        let mut r = View::new(4);
+        r.plan(&[live("b", 0, 5)]);
+        let good = record("a", 0x1111_2222_3333_4444, 1, &[1]);
+        let packed = encode_fingerprint(&fp(2, 2, &[2]));
+        let unreadable = [
+            good[..3].to_vec(),
+            encode_article(&packed, "no meta"),
+            encode_article(&packed[..3], &encode_meta("x", &Verdict::Unique, 0, 9)),
+        ];
+        let mut elements = vec![good];
+        elements.extend(unreadable);
+        let e = fp(0x5555_6666_7777_8888, 5, &[5]);
+        elements.push(record("e", e.simhash, 5, &[5]));
+        r.apply("b", 1, &elements).unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(handles(&r, &e, (0, 0)), [5]);
+        assert!(r.plan(&[live("b", 0, 5)]).is_empty());
+        // A record of this process' own that cannot be filed is not counted.
         let mut b = BucketCopy::new(0);
-        let packed = encode_fingerprint(&fp(1, 1, &[1]));
         assert!(b.file(1, Some((7, Some(&packed[..3]))), 4).is_err());
         assert_eq!((b.synced, b.articles.len()), (0, 0));
-        b.file(1, Some((7, Some(&packed))), 4).unwrap();
-        assert_eq!((b.synced, b.articles.len()), (1, 1));
     }
 
     #[test]
@@ -704,13 +723,8 @@ mod tests {
         r.stored("b", 4, ("four", &rec(4)), read_at).unwrap();
         r.forget("b", 4);
         assert_eq!(r.plan(&[live("b", 0, 4)]), vec![("b".to_owned(), 3, 4)]);
-        let deleted = || -> Fetched { None };
-        r.apply(
-            "b",
-            3,
-            vec![record("three", simhash(3), 3, &[3]), deleted()],
-        )
-        .unwrap();
+        r.apply("b", 3, &[record("three", simhash(3), 3, &[3]), deleted()])
+            .unwrap();
         assert_eq!(r.len(), 3);
         assert!(handles(&r, &rec(4), (0, 0)).is_empty());
         assert_eq!(handles(&r, &rec(3), (0, 0)), [3]);
@@ -730,7 +744,7 @@ mod tests {
         let shaped = |bits| vec![("b".to_owned(), 0, Some(1), bits)];
         r.plan(&shaped(Some(10)));
         // Blocks (most significant first): 0001 0002 0003 0004.
-        r.apply("b", 1, vec![record("a", 0x0001_0002_0003_0004, 1, &[1])])
+        r.apply("b", 1, &[record("a", 0x0001_0002_0003_0004, 1, &[1])])
             .unwrap();
         // Blocks 0004 0002 9999 9999: 0004 is taken at another position.
         let fp = Fingerprint {
