@@ -34,7 +34,6 @@ use redis::{
     RedisResult, ServerErrorKind, TlsMode, Value,
 };
 
-use crate::index::Topology;
 use crate::settings::redact_url;
 use crate::transient::is_transient;
 
@@ -51,6 +50,16 @@ pub enum ConnectError {
         #[source]
         source: RedisError,
     },
+}
+
+/// Single node or Redis Cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Topology {
+    /// Ask the server (`INFO cluster`): cluster if `cluster_enabled:1`.
+    #[default]
+    Auto,
+    Standalone,
+    Cluster,
 }
 
 /// Timeouts and the deployment kind to assume.

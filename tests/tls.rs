@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use simdedup::connect::ConnectOptions;
 use simdedup::decision::DecisionConfig;
 use simdedup::fingerprint::Fingerprint;
 use simdedup::index::{Index, IndexEntry, RedisIndex, RedisIndexOptions};
@@ -115,7 +116,10 @@ fn entry(id: &str, simhash: u64) -> IndexEntry {
 
 async fn connect(url: &str) -> Result<RedisIndex, simdedup::index::IndexError> {
     let opts = RedisIndexOptions {
-        connection_timeout: Duration::from_secs(5),
+        connect: ConnectOptions {
+            connection_timeout: Duration::from_secs(5),
+            ..ConnectOptions::default()
+        },
         ..Default::default()
     };
     RedisIndex::connect(url, "tls", DecisionConfig::default(), opts).await

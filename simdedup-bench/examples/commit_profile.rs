@@ -25,6 +25,7 @@
 //! times are NOW_MS).
 use std::time::{Duration, Instant};
 
+use simdedup::connect::ConnectOptions;
 use simdedup::decision::DecisionConfig;
 use simdedup::index::{Index, RedisIndex, RedisIndexOptions};
 use simdedup_bench::synthetic::FingerprintGen;
@@ -71,7 +72,10 @@ async fn main() {
     let now: i64 = arg(&args, 4, "NOW_MS");
     let options = RedisIndexOptions {
         expected_articles: n,
-        response_timeout: Duration::from_secs(600),
+        connect: ConnectOptions {
+            response_timeout: Duration::from_secs(600),
+            ..ConnectOptions::default()
+        },
         ..Default::default()
     };
     let index = RedisIndex::connect(&url, "bench", DecisionConfig::default(), options)

@@ -16,6 +16,7 @@
 //! hours on a small machine); without it they go through the real path too.
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use simdedup::connect::ConnectOptions;
 use simdedup::decision::DecisionConfig;
 use simdedup::index::{Index, IndexEntry, RedisIndex, RedisIndexOptions};
 use simdedup_bench::synthetic::FingerprintGen;
@@ -113,7 +114,10 @@ async fn main() {
         expected_articles: n,
         // Preload pipelines of 2,000 commits queue behind each other on a
         // loaded machine: well past the default 500 ms.
-        response_timeout: std::time::Duration::from_secs(60),
+        connect: ConnectOptions {
+            response_timeout: std::time::Duration::from_secs(60),
+            ..ConnectOptions::default()
+        },
         ..Default::default()
     };
     let idx = RedisIndex::connect(&url, "bench", DecisionConfig::default(), opts)

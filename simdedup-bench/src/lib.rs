@@ -409,7 +409,10 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 // A preload pipeline or a burst of checks on a busy 2-core
                 // box may keep Redis longer than a worker's 2 s: a long run
                 // must not die of it (a timeout only matters when hit).
-                response_timeout: std::time::Duration::from_secs(60),
+                connect: ConnectOptions {
+                    response_timeout: std::time::Duration::from_secs(60),
+                    ..ConnectOptions::default()
+                },
                 ..RedisIndexOptions::default()
             },
         )
@@ -611,7 +614,10 @@ async fn forget_run(setup: &WorkerSetup, run: u64, result: &E2e) -> Result<(), B
         DecisionConfig::default(),
         RedisIndexOptions {
             bucket_ms: setup.bucket_hours.map(|h| h * 3_600_000),
-            response_timeout: std::time::Duration::from_secs(60),
+            connect: ConnectOptions {
+                response_timeout: std::time::Duration::from_secs(60),
+                ..ConnectOptions::default()
+            },
             ..RedisIndexOptions::default()
         },
     )

@@ -17,7 +17,7 @@ mod embedded;
 pub mod meet;
 pub mod redis;
 
-pub use self::redis::{RedisIndex, RedisIndexOptions, Topology};
+pub use self::redis::{RedisIndex, RedisIndexOptions};
 pub use embedded::EmbeddedIndex;
 
 use std::future::Future;

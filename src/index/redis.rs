@@ -37,7 +37,6 @@ pub use codec::{
 };
 
 use std::sync::{Arc, LazyLock, Mutex};
-use std::time::Duration;
 
 use ::redis::Script;
 
@@ -71,16 +70,6 @@ static SYNC: LazyLock<Script> = index_script!("sync.lua");
 
 const HOUR_MS: u64 = 3600 * 1000;
 
-/// Single node or Redis Cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Topology {
-    /// Ask the server (`INFO cluster`): cluster if `cluster_enabled:1`.
-    #[default]
-    Auto,
-    Standalone,
-    Cluster,
-}
-
 /// How to reach and use Redis. Every worker of a namespace must use the same
 /// `bucket_ms` (and the same [`DecisionConfig::window_ms`]).
 #[derive(Debug, Clone)]
@@ -90,15 +79,12 @@ pub struct RedisIndexOptions {
     /// window. Shorter buckets expire data sooner but cost a fixed ~45 MB per
     /// live bucket in block sets (see `docs/design.md`).
     pub bucket_ms: Option<u64>,
-    pub topology: Topology,
+    /// Topology and timeouts. A timed-out check is reported as
+    /// [`IndexError::Unavailable`] and may be retried (checks are idempotent).
+    pub connect: ConnectOptions,
     /// Accept `maxmemory-policy allkeys-*`, under which Redis may evict index
     /// keys and silently forget articles. Off by default: connecting fails.
     pub allow_eviction: bool,
-    /// Per-command response timeout. redis 1.x defaults to 500 ms, which a busy
-    /// server can exceed under load; a timed-out check is reported as
-    /// [`IndexError::Unavailable`] and may be retried (checks are idempotent).
-    pub response_timeout: Duration,
-    pub connection_timeout: Duration,
     /// Optimistic rounds before giving up with [`IndexError::Contention`].
     pub max_attempts: u32,
     /// Articles expected per window, used only to shape a namespace's first
@@ -112,10 +98,8 @@ impl Default for RedisIndexOptions {
     fn default() -> Self {
         Self {
             bucket_ms: None,
-            topology: Topology::Auto,
+            connect: ConnectOptions::default(),
             allow_eviction: false,
-            response_timeout: Duration::from_secs(2),
-            connection_timeout: Duration::from_secs(5),
             max_attempts: 64,
             expected_articles: 1_000_000,
         }
@@ -208,12 +192,7 @@ impl RedisIndex {
             )));
         }
         let keys = Keys::new(namespace);
-        let options_of_conn = ConnectOptions {
-            topology: options.topology,
-            response_timeout: options.response_timeout,
-            connection_timeout: options.connection_timeout,
-        };
-        let conn = Conn::connect(url, &options_of_conn).await?;
+        let conn = Conn::connect(url, &options.connect).await?;
         let mut probe = conn.clone();
         let retention_ms = bucket_ms + config.window_ms;
         safety::check_server(

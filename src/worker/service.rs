@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
+use crate::connect::ConnectOptions;
 use crate::index::{Index, IndexError, RedisIndex, RedisIndexOptions};
 use crate::settings::Settings;
 
@@ -64,7 +65,10 @@ pub async fn connect_redis_index(
     let options = RedisIndexOptions {
         allow_eviction: settings.allow_eviction,
         bucket_ms: settings.bucket_hours.map(|h| u64::from(h) * 3_600_000),
-        response_timeout: Duration::from_millis(settings.worker.command_timeout_ms),
+        connect: ConnectOptions {
+            response_timeout: Duration::from_millis(settings.worker.command_timeout_ms),
+            ..ConnectOptions::default()
+        },
         ..RedisIndexOptions::default()
     };
     let mut backoff = super::Backoff::new(Duration::from_millis(settings.worker.backoff_max_ms));
