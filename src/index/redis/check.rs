@@ -1,14 +1,12 @@
 //! A check: decide an article from the view, then commit it.
 //!
 //! [`RedisIndex::check`] catches the view up as needed, finds the candidates
-//! there ([`View::candidates`]), reads the few its view has not kept, decides
+//! there ([`View::candidates`]), reads those few from Redis, decides
 //! as the embedded index does, and sends the commit ([`CommitArgs`]). When
 //! the commit finds something inserted since the view that the article could
 //! meet, the check catches up and decides again.
 //!
 //! [`View::candidates`]: super::view::View::candidates
-
-use std::sync::Arc;
 
 use super::codec::{decode_stored, Meta};
 use super::commit::{self, CommitArgs, Committed, Validate};
@@ -66,9 +64,9 @@ impl RedisIndex {
                 self.freshen(&mut conn, must, write).await?;
             }
             must = true;
-            let (probe, mut cands, unread, forgets) = {
+            let (probe, forgets) = {
                 let copy = self.view();
-                let mut probe = copy.candidates(
+                let probe = copy.candidates(
                     Some(&entry.id),
                     &entry.fingerprint,
                     cfg,
@@ -76,15 +74,10 @@ impl RedisIndex {
                     &place.label,
                 );
                 examined = examined.saturating_add(probe.examined);
-                let (kept, unread) = copy.kept_of(std::mem::take(&mut probe.found));
-                (probe, kept, unread, copy.forgets)
+                (probe, copy.forgets)
             };
-            let read = self.fetch(&mut conn, &unread).await?;
-            if !read.is_empty() {
-                self.view().keep(&read, forgets);
-                cands.extend(read);
-            }
-            let verdict = verdict_among(entry, cands.iter().map(|c| &**c).collect(), cfg);
+            let cands = self.fetch(&mut conn, &probe.found).await?;
+            let verdict = verdict_among(entry, cands.iter().collect(), cfg);
             if !write {
                 return Ok(Outcome {
                     verdict,
@@ -92,11 +85,10 @@ impl RedisIndex {
                     examined,
                 });
             }
-            let meta = place.meta(entry, verdict.clone());
-            let text = meta.encode();
+            let text = place.meta(entry, verdict.clone()).encode();
             // Where the root is when it is among the candidates (usually: the
             // match is its own root); commit.lua looks there first.
-            let root_label = root_label(&verdict, cands.iter().map(|c| &**c));
+            let root_label = root_label(&verdict, cands.iter());
             let args = CommitArgs {
                 root: verdict
                     .duplicate()
@@ -107,25 +99,14 @@ impl RedisIndex {
             };
             match self.commit(&mut conn, &args).await? {
                 Committed::Ok(handle) => {
-                    // File it now, and keep it as a candidate: the checks
-                    // after it need not fetch it.
-                    let mut copy = self.view();
+                    // File it now: the checks after it find it at once.
                     let article = (entry.id.as_str(), &entry.fingerprint);
-                    copy.stored(&place.label, handle, article, forgets)
+                    self.view()
+                        .stored(&place.label, handle, article, forgets)
                         .map_err(|reason| IndexError::Corrupt {
                             id: entry.id.clone(),
                             reason,
                         })?;
-                    if !entry.fingerprint.is_empty() {
-                        let stored = Candidate {
-                            label: place.label.clone(),
-                            handle,
-                            ts_ms: entry.ts_ms,
-                            fp: entry.fingerprint.clone(),
-                            meta,
-                        };
-                        copy.keep(&[Arc::new(stored)], forgets);
-                    }
                     return Ok(Outcome {
                         verdict,
                         replayed: false,
@@ -160,15 +141,15 @@ impl RedisIndex {
         })
     }
 
-    /// The articles at `found` (candidates found in the view and not kept
-    /// there, or a cluster's duplicates), read from their `a:` elements: one
+    /// The articles at `found` (candidates found in the view, or a
+    /// cluster's duplicates), read from their `a:` elements: one
     /// pipeline. One deleted since is left out, as it would be from the view,
     /// and so is one that cannot be read.
     pub(super) async fn fetch(
         &self,
         conn: &mut Conn,
         found: &[Place],
-    ) -> Result<Vec<Arc<Candidate>>, IndexError> {
+    ) -> Result<Vec<Candidate>, IndexError> {
         if found.is_empty() {
             return Ok(Vec::new());
         }
@@ -190,13 +171,13 @@ impl RedisIndex {
                     continue;
                 }
             };
-            cands.push(Arc::new(Candidate {
+            cands.push(Candidate {
                 label: label.clone(),
                 handle: *handle,
                 ts_ms: start + i64::from(meta.ts_offset),
                 fp,
                 meta,
-            }));
+            });
         }
         Ok(cands)
     }

@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
-use std::sync::Arc;
 
 use growable_bloom_filter::GrowableBloom;
 use rustc_hash::FxBuildHasher;
@@ -36,21 +35,12 @@ const ID_FILTER_ERRORS: f64 = 0.01;
 /// size of the last, and each stage is one more lookup per check.
 const ID_FILTER_MIN: usize = 1 << 16;
 
-/// Candidates a view keeps, at most: those read from Redis, and the
-/// articles its process committed. The few articles listed under hashes
-/// many articles share are candidates of check after check, and a rewrite
-/// often follows its original closely; kept, either is read once. All are
-/// dropped when the view holds this many.
-const KEPT_CANDIDATES: usize = 4096;
-
 /// The copies of the live buckets, and how far the deletion log was read.
 #[derive(Debug, Default)]
 pub(crate) struct View {
     buckets: HashMap<String, BucketCopy>,
-    /// Candidates kept ([`KEPT_CANDIDATES`]), over all buckets.
-    kept: usize,
-    /// Articles forgotten so far: candidates read before one was forgotten
-    /// are not kept (they may be the one).
+    /// Articles forgotten so far: an own insert decided before one was
+    /// forgotten is not filed by [`View::stored`] (it may be the one).
     pub(crate) forgets: u64,
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
@@ -86,16 +76,13 @@ pub(crate) struct BucketCopy {
     /// stored in the handles held, so its commit need not look the id up in
     /// this bucket. Deleted ids stay; a false positive costs one lookup.
     ids: GrowableBloom,
-    /// Candidates kept (read from Redis, or committed by this process), by
-    /// handle, until the article is forgotten.
-    kept: HashMap<u64, Arc<Candidate>>,
 }
 
 /// Where the view found a candidate: its bucket's label and start, its handle.
 pub(crate) type Place = (String, i64, u64);
 
 /// A candidate article found in the view and read from Redis (its `a:`
-/// element), or committed by this process: what a check decides with.
+/// element): what a check decides with.
 #[derive(Debug)]
 pub(crate) struct Candidate {
     pub(crate) label: String,
@@ -158,7 +145,6 @@ impl View {
     pub(crate) fn plan(&mut self, live: &[Live]) -> Vec<(String, u64, u64)> {
         self.buckets
             .retain(|label, _| live.iter().any(|(l, ..)| l == label));
-        self.kept = self.buckets.values().map(|c| c.kept.len()).sum();
         self.own
             .retain(|label, _| live.iter().any(|(l, ..)| l == label));
         let mut wanted = Vec::new();
@@ -175,7 +161,6 @@ impl View {
             // opens a new bucket, which the commit allows once the view holds
             // none of its articles.
             if copy.start != *start || (n.is_none() && copy.synced > 0) {
-                self.kept -= copy.kept.len();
                 *copy = BucketCopy::new(*start);
                 self.own.remove(label);
             }
@@ -275,9 +260,6 @@ impl View {
     pub(crate) fn forget(&mut self, label: &str, handle: u64) {
         self.forgets += 1;
         if let Some(copy) = self.buckets.get_mut(label) {
-            if copy.kept.remove(&handle).is_some() {
-                self.kept -= 1;
-            }
             match u32::try_from(handle) {
                 Ok(h) if handle <= copy.synced => {
                     copy.articles.remove(h - 1, None);
@@ -348,38 +330,6 @@ impl View {
         probe
     }
 
-    /// The candidates among `found` already read, and those still to read.
-    pub(crate) fn kept_of(&self, found: Vec<Place>) -> (Vec<Arc<Candidate>>, Vec<Place>) {
-        let mut kept = Vec::with_capacity(found.len());
-        let mut unread = Vec::new();
-        for f in found {
-            match self.buckets.get(&f.0).and_then(|c| c.kept.get(&f.2)) {
-                Some(c) => kept.push(Arc::clone(c)),
-                None => unread.push(f),
-            }
-        }
-        (kept, unread)
-    }
-
-    /// Keep candidates just read or committed, unless an article was
-    /// forgotten after [`forgets`](View::forgets) read `forgets`.
-    pub(crate) fn keep(&mut self, read: &[Arc<Candidate>], forgets: u64) {
-        if forgets != self.forgets {
-            return;
-        }
-        if self.kept + read.len() > KEPT_CANDIDATES {
-            self.buckets.values_mut().for_each(|c| c.kept.clear());
-            self.kept = 0;
-        }
-        for c in read {
-            if let Some(copy) = self.buckets.get_mut(&c.label) {
-                if copy.kept.insert(c.handle, Arc::clone(c)).is_none() {
-                    self.kept += 1;
-                }
-            }
-        }
-    }
-
     /// Articles held, over all live buckets.
     pub(crate) fn len(&self) -> usize {
         self.buckets.values().map(|c| c.articles.len()).sum()
@@ -403,7 +353,6 @@ impl BucketCopy {
             shape: None,
             articles: Candidates::new(false),
             ids: GrowableBloom::new(ID_FILTER_ERRORS, ID_FILTER_MIN),
-            kept: HashMap::new(),
         }
     }
 
@@ -574,51 +523,6 @@ mod tests {
             .filter(|h| b.ids.contains(id_key(&format!("out-{h}"))))
             .count();
         assert!(wrong as f64 <= 2.0 * ID_FILTER_ERRORS * n as f64, "{wrong}");
-    }
-
-    #[test]
-    fn candidates_read_are_kept_until_forgotten_or_too_many() {
-        let mut r = View::new(4);
-        r.plan(&[live("b", 0, 2)]);
-        let read = |handle: u64| {
-            Arc::new(Candidate {
-                label: "b".into(),
-                handle,
-                ts_ms: 0,
-                fp: fp(handle, handle, &[]),
-                meta: Meta {
-                    id: format!("a{handle}"),
-                    verdict: Verdict::Unique,
-                    ts_offset: 0,
-                    words: 100,
-                },
-            })
-        };
-        let found = |hs: &[u64]| hs.iter().map(|&h| ("b".to_owned(), 0, h)).collect();
-        let split = |r: &View, hs: &[u64]| {
-            let (kept, unread) = r.kept_of(found(hs));
-            let kept: Vec<u64> = kept.iter().map(|c| c.handle).collect();
-            let unread: Vec<u64> = unread.iter().map(|f| f.2).collect();
-            (kept, unread)
-        };
-        let before = r.forgets;
-        r.keep(&[read(1), read(2)], before);
-        assert_eq!(split(&r, &[1, 2]), (vec![1, 2], vec![]));
-        // A deleted article is read again (and found missing), never served.
-        r.forget("b", 2);
-        assert_eq!(split(&r, &[1, 2]), (vec![1], vec![2]));
-        // Read before that deletion: not kept.
-        r.keep(&[read(2)], before);
-        assert_eq!(split(&r, &[2]), (vec![], vec![2]));
-        // Full: all dropped, the new ones kept.
-        let many: Vec<_> = (3..3 + KEPT_CANDIDATES as u64).map(read).collect();
-        r.keep(&many, r.forgets);
-        assert_eq!(r.kept, KEPT_CANDIDATES);
-        r.keep(&[read(1)], r.forgets);
-        assert_eq!((r.kept, split(&r, &[1, 3])), (1, (vec![1], vec![3])));
-        // A bucket gone from the registry takes its candidates along.
-        r.plan(&[]);
-        assert_eq!(r.kept, 0);
     }
 
     #[test]
