@@ -143,8 +143,6 @@ struct ViewState {
     copy: Mutex<View>,
     syncing: tokio::sync::Mutex<()>,
     synced: Mutex<Synced>,
-    /// A catch-up runs in the background (`catch_up.rs`, `sync_in_background`).
-    refreshing: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RedisIndex {
@@ -219,7 +217,6 @@ impl RedisIndex {
                     copy: Mutex::new(View::new(config.lookup_signatures)),
                     syncing: tokio::sync::Mutex::new(()),
                     synced: Mutex::new(Synced::default()),
-                    refreshing: std::sync::atomic::AtomicBool::new(false),
                 },
                 config,
             }),

@@ -17,21 +17,12 @@ use crate::connect::Conn;
 use crate::index::IndexError;
 use crate::keys::{slot, HANDLES_PER_CHUNK};
 
-/// How long a copy serves checks before it is brought up to date again. A
-/// check on a copy up to this old is still right (the commit validates it
+/// How long a copy serves checks before a check brings it up to date again.
+/// A check on a copy up to this old is still right (the commit validates it
 /// against everything stored since); it only spares most checks the round
-/// trip.
+/// trip. What it bounds: another process' deletion reaches this one's checks
+/// at most this much later (its own deletions, at once).
 pub(super) const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// How old a copy may be and still serve a check while a sync runs in the
-/// background: a check that finds the copy older than [`SYNC_EVERY`] starts
-/// one and decides at once; only a copy older than this makes it wait. Under
-/// load syncs take a round trip, so checks do not wait for them: a check that
-/// waited for every sync under way would stall behind one round trip after
-/// another at high rates. A copy a little behind is safe, the commit
-/// validates it. What it bounds: another process' deletion reaches this
-/// one's checks at most this much later (its own deletions, at once).
-pub(super) const MAX_STALENESS: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Chunks per pipeline when fetching new handles (an `LRANGE` of up to 100
 /// articles each).
@@ -39,29 +30,12 @@ const FETCH_CHUNKS: usize = 256;
 /// Deletion-log entries read per command.
 const DELETIONS_PER_READ: usize = 1000;
 
-/// What a check does about its copy before deciding from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Freshen {
-    /// Bring it up to date first.
-    Now,
-    /// Start a sync in the background and decide at once.
-    InBackground,
-    /// Decide at once.
-    No,
-}
-
-/// A check's [`Freshen`] for a copy of age `age` (`None`: never synced, or
-/// this process deleted an article since), after a conflict (`must`: the
-/// copy lacks what caused it), or for a query (`!write`: no commit will
-/// validate it).
-fn freshen(age: Option<std::time::Duration>, must: bool, write: bool) -> Freshen {
-    match age {
-        _ if must || !write => Freshen::Now,
-        None => Freshen::Now,
-        Some(age) if age >= MAX_STALENESS => Freshen::Now,
-        Some(age) if age >= SYNC_EVERY => Freshen::InBackground,
-        Some(_) => Freshen::No,
-    }
+/// Whether a check brings its copy up to date before deciding from it: a
+/// copy of age `age` (`None`: never synced, or this process deleted an
+/// article since), after a conflict (`must`: the copy lacks what caused it),
+/// or for a query (`!write`: no commit will validate it).
+fn stale(age: Option<std::time::Duration>, must: bool, write: bool) -> bool {
+    must || !write || age.is_none_or(|age| age >= SYNC_EVERY)
 }
 
 impl RedisIndex {
@@ -99,22 +73,18 @@ impl RedisIndex {
         self.view().len()
     }
 
-    /// Before a check decides: bring the view up to date, in the background
-    /// or now ([`freshen`]).
+    /// Before a check decides: bring the view up to date if it is
+    /// [`stale`].
     pub(super) async fn freshen(
         &self,
         conn: &mut Conn,
         must: bool,
         write: bool,
     ) -> Result<(), IndexError> {
-        match freshen(self.copy_age(), must, write) {
-            Freshen::Now => self.catch_up(conn, must).await,
-            Freshen::InBackground => {
-                self.sync_in_background();
-                Ok(())
-            }
-            Freshen::No => Ok(()),
+        if stale(self.copy_age(), must, write) {
+            self.catch_up(conn, must).await?;
         }
+        Ok(())
     }
 
     /// One task at a time brings the copy up to date; a task that finds
@@ -192,37 +162,6 @@ impl RedisIndex {
             .map(|at| at.elapsed())
     }
 
-    /// Bring the copy up to date in a task of its own, unless one is under
-    /// way. A failure is left for the next check's sync to meet: once the copy
-    /// is [`MAX_STALENESS`] old, checks sync themselves and report it.
-    fn sync_in_background(&self) {
-        let state = self.view_state();
-        if state
-            .refreshing
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
-        {
-            return;
-        }
-        /// Clears `refreshing` however the task ends (done, failed, panicked,
-        /// or dropped with its runtime).
-        struct Refreshing(RedisIndex);
-        impl Drop for Refreshing {
-            fn drop(&mut self) {
-                self.0
-                    .view_state()
-                    .refreshing
-                    .store(false, std::sync::atomic::Ordering::Release);
-            }
-        }
-        let guard = Refreshing(self.clone());
-        tokio::spawn(async move {
-            let mut conn = guard.0.inner.conn.clone();
-            if let Err(e) = guard.0.catch_up(&mut conn, false).await {
-                tracing::debug!(error = %e, "background catch-up of the view failed");
-            }
-        });
-    }
-
     /// Fetch and file handles `from..=to` of each bucket in `wanted`, a chunk
     /// (an `a:` `LRANGE`) at a time, pipelined; the next pipeline is in
     /// flight while this one's articles are filed.
@@ -292,23 +231,15 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn a_stale_copy_is_refreshed_in_the_background_until_it_is_too_old() {
+    fn a_copy_is_brought_up_to_date_when_old_or_when_it_must() {
         let ms = |m| Some(Duration::from_millis(m));
         // Fresh: decide at once.
-        assert_eq!(freshen(ms(1), false, true), Freshen::No);
-        // Past the sync interval: decide at once, a sync starts beside it.
-        assert_eq!(
-            freshen(Some(SYNC_EVERY), false, true),
-            Freshen::InBackground
-        );
-        assert_eq!(freshen(ms(9), false, true), Freshen::InBackground);
-        // Too old (another process' deletion must reach checks by then), never
-        // synced, or with this process' own deletion since: wait for a sync.
-        assert_eq!(freshen(Some(MAX_STALENESS), false, true), Freshen::Now);
-        assert_eq!(freshen(None, false, true), Freshen::Now);
+        assert!(!stale(ms(1), false, true));
+        // Old, never synced, or with this process' own deletion since.
+        assert!(stale(Some(SYNC_EVERY), false, true));
+        assert!(stale(None, false, true));
         // After a conflict, and for a query (no commit validates it): always.
-        assert_eq!(freshen(ms(1), true, true), Freshen::Now);
-        assert_eq!(freshen(ms(1), false, false), Freshen::Now);
-        assert!(SYNC_EVERY < MAX_STALENESS);
+        assert!(stale(ms(1), true, true));
+        assert!(stale(ms(1), false, false));
     }
 }
