@@ -166,12 +166,22 @@ pub enum BenchError {
     Io(#[from] std::io::Error),
 }
 
+/// A worker's cold start: `RedisIndex::sync` of a new process' view.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ViewLoad {
+    pub seconds: f64,
+    /// This process' resident memory growth over the articles held.
+    pub bytes_per_article: f64,
+}
+
 /// Everything measured at one size.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SizeResult {
     pub articles: u64,
     pub preload_seconds: f64,
     pub memory: Memory,
+    /// A cold view of the N articles, as a worker loads it before serving.
+    pub view: ViewLoad,
     pub checks: Checks,
     pub e2e: Vec<E2e>,
     /// The steady-feed run on the filled index ([`BenchOptions::paced_rate`]).
@@ -432,19 +442,23 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 options.concurrency
             ),
         );
-        {
+        let view = {
             let (started, rss) = (std::time::Instant::now(), resident_bytes());
             index.sync().await?;
             let held = index.view_articles();
+            let view = ViewLoad {
+                seconds: started.elapsed().as_secs_f64(),
+                bytes_per_article: resident_bytes().saturating_sub(rss) as f64 / held.max(1) as f64,
+            };
             note(
                 options,
                 &format!(
                     "view loaded: {held} articles in {:.1} s, {:.0} bytes/article of this process' memory",
-                    started.elapsed().as_secs_f64(),
-                    resident_bytes().saturating_sub(rss) as f64 / held.max(1) as f64
+                    view.seconds, view.bytes_per_article
                 ),
             );
-        }
+            view
+        };
         // Far enough past the measured articles that no calibration article is
         // a copy of a measured one or the other way round.
         let first = n + options.checks + 2 * FingerprintGen::COPY_DISTANCE;
@@ -474,6 +488,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             articles: n,
             preload_seconds: preload_time.as_secs_f64(),
             memory,
+            view,
             checks,
             e2e: Vec::new(),
             paced: None,

@@ -28,7 +28,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
         processes, timed from the first worker's start until every entry has its output;\n\
         2. for each size: the index filled with seeded synthetic fingerprints over the last 48 h, Redis \
         bytes per article (INFO memory), M check-and-insert calls through the real path (client p50/p99, \
-        Redis µs per check from INFO commandstats, Redis CPU per check), and the end-to-end runs again.\n\n\
+        Redis µs per check from INFO commandstats, Redis CPU per check), a new worker's view loaded from it \
+        (seconds; this process' resident growth per article), and the end-to-end runs again.\n\n\
         Prints a Markdown table on stdout; --write-docs puts it, with the machine and the design card's \
         targets, between the `<!-- simdedup bench: begin/end -->` markers of a file.\n\n\
         Build both programs first (`cargo build --release`), then for example:\n  \

@@ -476,12 +476,12 @@ pub fn markdown(report: &BenchReport) -> String {
     ));
     line(String::new());
     if !report.sizes.is_empty() {
-        line("| articles | Redis bytes/article | Redis µs/check (commandstats) | EVALSHA µs/call × calls/check | Redis CPU µs/check | client p50 / p99 | checks/s (in flight) | duplicates found / expected | preload |".into());
-        line("|---|---|---|---|---|---|---|---|---|".into());
+        line("| articles | Redis bytes/article | Redis µs/check (commandstats) | EVALSHA µs/call × calls/check | Redis CPU µs/check | client p50 / p99 | checks/s (in flight) | duplicates found / expected | view: load, worker bytes/article | preload |".into());
+        line("|---|---|---|---|---|---|---|---|---|---|".into());
         for r in &report.sizes {
             let c = &r.checks;
             line(format!(
-                "| {} | {:.0} | {:.0} | {:.0} × {:.2} | {:.0} | {:.2} / {:.2} ms | {} ({}) | {} / {} | {:.0} s |",
+                "| {} | {:.0} | {:.0} | {:.0} × {:.2} | {:.0} | {:.2} / {:.2} ms | {} ({}) | {} / {} | {:.1} s, {:.0} | {:.0} s |",
                 human(r.articles),
                 r.memory.bytes_per_article,
                 c.redis_us_per_check,
@@ -494,6 +494,8 @@ pub fn markdown(report: &BenchReport) -> String {
                 c.concurrency,
                 c.duplicates,
                 c.expected_duplicates,
+                r.view.seconds,
+                r.view.bytes_per_article,
                 r.preload_seconds
             ));
         }
@@ -696,6 +698,10 @@ mod tests {
                     seconds: 1.0,
                     ..Checks::default()
                 },
+                view: crate::ViewLoad {
+                    seconds: 2.84,
+                    bytes_per_article: 140.4,
+                },
                 e2e: vec![e2e(1, 3000.0), e2e(2, 4000.0)],
                 ..SizeResult::default()
             }],
@@ -711,6 +717,7 @@ mod tests {
         assert_eq!(get("with 2 workers, 1 M").met, Some(false));
         let md = markdown(&report);
         assert!(md.contains("| 1 M | 290 |"), "{md}");
+        assert!(md.contains("| 2.8 s, 140 | 0 s |"), "{md}");
         assert!(
             md.contains("| empty | 4,000 (0), 0 µs, not read | 6,000 (0), 0 µs, not read |"),
             "{md}"

@@ -73,6 +73,12 @@ fn tiny_bench_measures_everything_and_writes_the_docs_section() {
     let (found, expected) = cells[7].split_once(" / ").unwrap();
     assert_eq!(found, expected, "{cells:?}");
     assert_eq!(expected, "100", "500 checks, 1 in 5 a copy");
+    // A new view's load: seconds, then this process' memory per article.
+    let (load, bytes) = cells[8].split_once(" s, ").unwrap();
+    assert!(
+        load.parse::<f64>().is_ok() && bytes.parse::<f64>().is_ok(),
+        "{cells:?}"
+    );
 
     // Memory by key family: every family of an index with articles, and the
     // families plus `other` add up to the bytes/article of the row above.
