@@ -8,7 +8,7 @@
 //!
 //! [`View::candidates`]: super::view::View::candidates
 
-use super::codec::{decode_stored, Meta};
+use super::codec::{decode_stored, encode_meta};
 use super::commit::{self, CommitArgs, Committed, Validate};
 use super::view::{Candidate, Place};
 use super::{backend, RedisIndex, COMMIT};
@@ -85,7 +85,7 @@ impl RedisIndex {
                     examined,
                 });
             }
-            let text = place.meta(entry, verdict.clone()).encode();
+            let text = place.meta(entry, &verdict);
             // Where the root is when it is among the candidates (usually: the
             // match is its own root); commit.lua looks there first.
             let root_label = root_label(&verdict, cands.iter());
@@ -198,7 +198,7 @@ impl RedisIndex {
     }
 
     /// The [`CommitArgs`] of `entry`, placed at `place`, with meta `meta`
-    /// ([`Meta::encode`]): no root, no own-bucket shape.
+    /// ([`Placement::meta`]): no root, no own-bucket shape.
     fn commit_args<'a>(
         &'a self,
         entry: &'a IndexEntry,
@@ -236,7 +236,7 @@ impl RedisIndex {
             .iter()
             .map(|entry| {
                 let place = self.placement(entry);
-                let meta = place.meta(entry, Verdict::Unique).encode();
+                let meta = place.meta(entry, &Verdict::Unique);
                 (place, meta)
             })
             .collect();
@@ -332,14 +332,11 @@ impl Placement {
             .expect("a bucket is shorter than 2^32 ms (checked at connect)")
     }
 
-    /// The meta `entry` is stored with, placed here, with `verdict`.
-    fn meta(&self, entry: &IndexEntry, verdict: Verdict) -> Meta {
-        Meta {
-            id: entry.id.clone(),
-            verdict,
-            ts_offset: self.offset(entry.ts_ms),
-            words: entry.fingerprint.words,
-        }
+    /// The meta text `entry` is stored with ([`encode_meta`]), placed here,
+    /// with `verdict`.
+    fn meta(&self, entry: &IndexEntry, verdict: &Verdict) -> String {
+        let offset = self.offset(entry.ts_ms);
+        encode_meta(&entry.id, verdict, offset, entry.fingerprint.words)
     }
 }
 

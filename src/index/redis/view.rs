@@ -193,11 +193,12 @@ impl View {
             if handle != copy.synced + 1 {
                 continue;
             }
-            let record = read_element(element.as_ref()).unwrap_or_else(|reason| {
+            let filed = read_element(element.as_ref())
+                .and_then(|record| copy.file(handle, record, self.lookup_signatures));
+            if let Err(reason) = filed {
                 tracing::warn!(bucket = label, handle, %reason, "unreadable article record: held as deleted");
-                None
-            });
-            copy.file(handle, record, self.lookup_signatures)?;
+                copy.file(handle, None, self.lookup_signatures)?;
+            }
         }
         self.file_own(label)
     }
@@ -379,7 +380,8 @@ impl BucketCopy {
     /// File handle `handle`: its [`Record`].
     fn file(&mut self, handle: u64, record: Record<'_>, lookup: usize) -> Result<(), String> {
         u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
-        // Whatever can fail comes first: `synced` counts the slots held.
+        // Whatever can fail comes first: `synced` counts the slots held, and
+        // `apply` files a record that fails again, as deleted.
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
         let keys = match record {
             Some((_, Some(packed))) => Some(keys_of_packed(packed, &mut buf, lookup)?),
@@ -407,7 +409,6 @@ fn read_element(element: &[u8]) -> Result<Record<'_>, String> {
         return Ok(None);
     };
     let (words, id) = meta_words_and_id(meta)?;
-    packed_parts(packed).ok_or_else(|| format!("packed fingerprint of {} bytes", packed.len()))?;
     Ok(Some((id_key(id), (words > 0).then_some(packed))))
 }
 
