@@ -12,9 +12,9 @@
 local P, id, idhash, label = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local start, retention, expire_at = ARGV[5], ARGV[6], ARGV[7]
 local simhex, simdec, article = ARGV[8], ARGV[9], ARGV[10]
-local indexed, root, root_hash, root_hint = ARGV[11] == '1', ARGV[12], ARGV[13], ARGV[14]
-local default_shape, S, k, empty = ARGV[15], tonumber(ARGV[16]), tonumber(ARGV[17]), ARGV[18]
-local record, known, FIRST_BUCKET = ARGV[19], k ~= nil, 20
+local indexed, root, root_hash = ARGV[11] == '1', ARGV[12], ARGV[13]
+local default_shape, S, empty, record = ARGV[14], tonumber(ARGV[15]), ARGV[16], ARGV[17]
+local FIRST_BUCKET = 18
 local packed = article_packed(article)
 -- The keys, as bytes at their offsets in a record: the id hash (1), the four
 -- blocks (4-10), the content hash (12), then the S lookup sketch hashes (20
@@ -83,7 +83,9 @@ local function now_ms() local t = redis.call('TIME'); return t[1] * 1000 + math.
 -- Past its retention (an old article): decided, stored nowhere. A bucket
 -- found above has not expired: its keys expire at the retention's end.
 if not (own_counter and own_counter[2]) and tonumber(start) + tonumber(retention) <= now_ms() then return {'expired'} end
--- The new handle: one past the counter validation read, or HINCRBY.
+-- The new handle: one past the counter validation read, or HINCRBY; the
+-- bucket's shape bits, as validation read them, or as a new bucket gets them.
+local k = own_counter and tonumber(own_counter[2])
 local nkey = P .. 'n:' .. label
 local hn = own_counter and (tonumber(own_counter[1]) or 0) + 1 or redis.call('HINCRBY', nkey, 'n', '1')
 local h = string.format('%d', hn)
@@ -129,12 +131,12 @@ for d = 1, indexed and 4 or 0 do
   local bkey = block_key(P, label, k, d, string.sub(simhex, 4 * d - 3, 4 * d))
   redis.call('SADD', bkey, simdec)
   -- A set the view saw empty (or in a bucket it does not know) may be new.
-  if fresh or not known or string.byte(empty, d) == 49 then redis.call('EXPIREAT', bkey, expire_at) end
+  if fresh or empty == '' or string.byte(empty, d) == 49 then redis.call('EXPIREAT', bkey, expire_at) end
 end
--- Link a duplicate to its cluster's root, in the root's bucket (the worker's
--- hint first). A d: hash this creates gets the root bucket's expiry.
+-- Link a duplicate to its cluster's root, in the root's bucket. A d: hash
+-- this creates gets the root bucket's expiry.
 local l, _, _, rh
-if root ~= '' then l, _, _, rh = find_id(P, live, root, root_hash, root_hint ~= '' and root_hint or nil, shapes) end
+if root ~= '' then l, _, _, rh = find_id(P, live, root, root_hash, shapes) end
 if l then
   local dkey, field = links_key(P, l, rh)
   local old, link = redis.call('HGET', dkey, field), label .. ':' .. h

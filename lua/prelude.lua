@@ -45,23 +45,14 @@ local function article_packed(a)
 end
 
 -- Where article `id` (SHA-1 `idhash`, as for ids_key) is stored among the live
--- buckets `labels` (ZRANGE of the registry, oldest first; `first`, when not
--- nil, is tried before them): label, its i: key, the i: value (`<simhash
--- hex>:<handle>`) and its handle (article_key and links_key say where its
--- a: element and d: entry are); nil when it is not stored. `shapes`
--- (optional): label -> shape bits already read.
-local function find_id(P, labels, id, idhash, first, shapes)
-  local order = labels
-  if first then
-    order = {first}
-    for b = 1, #labels do
-      if labels[b] ~= first then order[#order + 1] = labels[b] end
-    end
-    -- Not a live bucket: no hint.
-    if #order > #labels then order = labels end
-  end
-  for b = 1, #order do
-    local label = order[b]
+-- buckets `labels` (ZRANGE of the registry, oldest first; looked through newest
+-- first, where a duplicate's root usually is): label, its i: key, the i:
+-- value (`<simhash hex>:<handle>`) and its handle (article_key and links_key
+-- say where its a: element and d: entry are); nil when it is not stored.
+-- `shapes` (optional): label -> shape bits already read.
+local function find_id(P, labels, id, idhash, shapes)
+  for b = #labels, 1, -1 do
+    local label = labels[b]
     local k = shapes and shapes[label] or redis.call('HGET', P .. 'n:' .. label, 'k')
     if k then
       local ikey = ids_key(P, label, tonumber(k), idhash)

@@ -86,15 +86,9 @@ impl RedisIndex {
                 });
             }
             let text = place.meta(entry, &verdict);
-            // Where the root is when it is among the candidates (usually: the
-            // match is its own root); commit.lua looks there first.
-            let root_label = root_label(&verdict, cands.iter());
             let args = CommitArgs {
-                root: verdict
-                    .duplicate()
-                    .map(|d| (d.dup_of.as_str(), root_label.as_deref())),
-                own_shape: probe.own.as_ref().map(|(bits, _)| *bits),
-                empty_sets: probe.own.as_ref().map_or("", |(_, empty)| empty),
+                root: verdict.duplicate().map(|d| d.dup_of.as_str()),
+                empty_sets: &probe.empty_sets,
                 ..self.commit_args(entry, &place, &text, Validate::Since(probe.buckets))
             };
             match self.commit(&mut conn, &args).await? {
@@ -198,7 +192,7 @@ impl RedisIndex {
     }
 
     /// The [`CommitArgs`] of `entry`, placed at `place`, with meta `meta`
-    /// ([`Placement::meta`]): no root, no own-bucket shape.
+    /// ([`Placement::meta`]): no root, no empty-set flags.
     fn commit_args<'a>(
         &'a self,
         entry: &'a IndexEntry,
@@ -218,7 +212,6 @@ impl RedisIndex {
             lookup_signatures: inner.config.lookup_signatures,
             root: None,
             default_shape: inner.default_shape,
-            own_shape: None,
             empty_sets: "",
             validate,
         }
@@ -304,16 +297,6 @@ fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Candidate>, cfg: &DecisionC
             Verdict::from_match(m, root.as_deref())
         }
     }
-}
-
-/// The bucket of a duplicate's root when it is among `cands` (usually: the
-/// match is its own root), so commit.lua looks for the root there first.
-fn root_label<'a>(
-    verdict: &Verdict,
-    mut cands: impl Iterator<Item = &'a Candidate>,
-) -> Option<String> {
-    let root = &verdict.duplicate()?.dup_of;
-    cands.find(|c| &c.meta.id == root).map(|c| c.label.clone())
 }
 
 /// Where an article is stored and looked for.

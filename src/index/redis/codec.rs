@@ -121,13 +121,6 @@ pub struct Meta {
     pub words: u32,
 }
 
-impl Meta {
-    /// Its text ([`encode_meta`]).
-    pub fn encode(&self) -> String {
-        encode_meta(&self.id, &self.verdict, self.ts_offset, self.words)
-    }
-}
-
 /// Text of an article's time, word count, id and verdict.
 pub fn encode_meta(id: &str, verdict: &Verdict, ts_offset: u32, words: u32) -> String {
     match verdict {

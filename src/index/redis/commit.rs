@@ -25,12 +25,10 @@ pub(super) struct CommitArgs<'a> {
     pub meta: &'a str,
     /// Lookup sketch hashes per article (`decision.lookup_signatures`).
     pub lookup_signatures: usize,
-    /// A duplicate's cluster root, and the bucket to look for it in first.
-    pub root: Option<(&'a str, Option<&'a str>)>,
+    /// A duplicate's cluster root.
+    pub root: Option<&'a str>,
     /// Shape bits of a new bucket with no older one to size it by.
     pub default_shape: u32,
-    /// The own bucket's shape bits, when the view knows them.
-    pub own_shape: Option<u32>,
     /// '1' per block position whose set may be empty in the own bucket (the
     /// insert then gives it its expiry); "" when unknown.
     pub empty_sets: &'a str,
@@ -72,7 +70,7 @@ impl CommitArgs<'_> {
         let fp = self.fingerprint;
         let keys = meet::Keys::of(fp, self.lookup_signatures);
         let expire_at = (self.start as u64 + self.retention_ms).div_ceil(1000);
-        let (root, hint) = self.root.unwrap_or(("", None));
+        let root = self.root.unwrap_or("");
         let root_hash = if root.is_empty() {
             String::new()
         } else {
@@ -93,10 +91,8 @@ impl CommitArgs<'_> {
             text(if keys.is_some() { "1" } else { "0" }),
             text(root),
             text(&root_hash),
-            text(hint.unwrap_or("")),
             text(&self.default_shape.to_string()),
             text(&keys.map_or(0, |k| k.lookup.len()).to_string()),
-            text(&self.own_shape.map_or(String::new(), |b| b.to_string())),
             text(self.empty_sets),
             encode_recent(self.id, fp),
         ];
@@ -173,9 +169,8 @@ mod tests {
             fingerprint: fp,
             meta: "5|100|d|2|h|1|r",
             lookup_signatures: 2,
-            root: Some(("r", Some("2025010400"))),
+            root: Some("r"),
             default_shape: 13,
-            own_shape: Some(12),
             empty_sets: "0100",
             validate,
         }
@@ -235,10 +230,8 @@ mod tests {
                 "1",
                 "r",
                 &id_hash_hex("r"),
-                "2025010400",
                 "13",
                 "2",
-                "12",
                 "0100",
                 &String::from_utf8_lossy(&encode_recent("article-1", &fp)),
                 "2025010400",
@@ -254,16 +247,16 @@ mod tests {
             ]
         );
         let preload = args(&fp, Validate::Nothing).argv();
-        assert_eq!(preload.len(), 20);
-        assert_eq!(preload[18], encode_recent("article-1", &fp));
-        assert_eq!(preload[19], b"-1");
+        assert_eq!(preload.len(), 18);
+        assert_eq!(preload[16], encode_recent("article-1", &fp));
+        assert_eq!(preload[17], b"-1");
         // An empty fingerprint is not indexed and looks nothing up.
         let empty = Fingerprint {
             words: 0,
             ..fp.clone()
         };
         let argv = args(&empty, Validate::Nothing).argv();
-        assert_eq!((&argv[10][..], &argv[15][..]), (&b"0"[..], &b"0"[..]));
+        assert_eq!((&argv[10][..], &argv[14][..]), (&b"0"[..], &b"0"[..]));
     }
 
     #[test]

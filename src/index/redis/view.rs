@@ -100,11 +100,11 @@ pub(crate) struct Probe {
     pub(crate) examined: u32,
     /// Every live bucket, as the commit validates it, oldest first.
     pub(crate) buckets: Vec<BucketCheck>,
-    /// The article's own bucket, when the view holds it and its shape: the
-    /// shape bits, and '1' per block position whose Redis set may be empty
-    /// (the commit then gives the set it creates an expiry; erring towards
-    /// '1' only costs a redundant `EXPIREAT`).
-    pub(crate) own: Option<(u32, String)>,
+    /// '1' per block position whose Redis set may be empty in the article's
+    /// own bucket (the commit then gives the set it creates an expiry; erring
+    /// towards '1' only costs a redundant `EXPIREAT`); "" when the view does
+    /// not hold that bucket and its shape.
+    pub(crate) empty_sets: String,
 }
 
 /// The hash of an article id a view's filter holds.
@@ -304,7 +304,7 @@ impl View {
             found: Vec::new(),
             examined: 0,
             buckets: Vec::with_capacity(self.buckets.len()),
-            own: None,
+            empty_sets: String::new(),
         };
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
@@ -325,7 +325,7 @@ impl View {
                 probe.found.extend(f.slots.iter().map(at));
                 full = f.full.iter().map(|&f| if f { '1' } else { '0' }).collect();
                 if let Some(bits) = copy.shape.filter(|_| label == own) {
-                    probe.own = Some((bits, copy.empty_sets(&keys, bits)));
+                    probe.empty_sets = copy.empty_sets(&keys, bits);
                 }
             }
             probe.buckets.push(BucketCheck {
@@ -673,16 +673,16 @@ mod tests {
             numbers: Vec::new(),
         };
         let probe = |r: &View, own| r.candidates(None, &fp, &cfg(), (0, 0), own);
-        assert_eq!(probe(&r, "b").own, Some((10, "0011".into())));
-        assert_eq!(probe(&r, "c").own, None);
+        assert_eq!(probe(&r, "b").empty_sets, "0011");
+        assert_eq!(probe(&r, "c").empty_sets, "");
         r.plan(&shaped(Some(POSITIONAL_BLOCK_BITS)));
         let positional = probe(&r, "b");
-        assert_eq!(positional.own, Some((POSITIONAL_BLOCK_BITS, "1011".into())));
+        assert_eq!(positional.empty_sets, "1011");
         assert!(positional.buckets[0].in_range);
         // A bucket whose n: hash has expired: no shape, no inserts to test.
         r.plan(&shaped(None));
         let expired = probe(&r, "b");
-        assert_eq!(expired.own, None);
+        assert_eq!(expired.empty_sets, "");
         assert!(!expired.buckets[0].in_range);
     }
 }
