@@ -17,8 +17,9 @@ local default_shape, S, empty, record = ARGV[14], tonumber(ARGV[15]), ARGV[16], 
 local FIRST_BUCKET = 18
 local packed = article_packed(article)
 -- The keys, as bytes at their offsets in a record: the id hash (1), the four
--- blocks (4-10), the content hash (12), then the S lookup sketch hashes (20
--- on; key 6 + s is list s + 1 among the full-list flags); built at once.
+-- blocks (key t at 2t: a block meets only at its own position), the content
+-- hash (12), then the S lookup sketch hashes (20 on; key 6 + s is list s + 1
+-- among the full-list flags); built at once.
 local sub = string.sub
 local tokens = {sub(record, 2, 4), sub(packed, 1, 2), sub(packed, 3, 4), sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, 16)}
 for s = 1, S do tokens[6 + s] = sub(packed, 13 + 4 * s, 16 + 4 * s) end
@@ -37,7 +38,7 @@ local function conflict(parts, full, t0, t1)
       while pos do
         local off = (pos - 1) % stride
         local n = string.byte(recs, pos - off) - 1
-        if n >= 0 and ((t == 1 and off == 1) or (t > 1 and t <= 5 and off % 2 == 0 and off >= 4 and off <= 10)
+        if n >= 0 and ((t == 1 and off == 1) or (t > 1 and t <= 5 and off == 2 * t)
           or (t == 6 and off == 12) or (t > 6 and off >= 20 and off % 4 == 0 and (n == 254 or off < 20 + 4 * n))) then
           return t == 1 and 'id' or (t <= 5 and 'block' or (t == 6 and 'content' or 'signature'))
         end

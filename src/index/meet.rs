@@ -40,17 +40,17 @@ impl<'a> Keys<'a> {
     }
 
     /// Whether an article with fingerprint `other` can change what a check
-    /// through these keys finds: it has one of the blocks (at any position:
-    /// small Redis buckets share one block set among positions), the content
-    /// hash, or one of the lookup hashes anywhere in its sketch. A superset
-    /// of "is found through them", never smaller: an extra retry at worst.
+    /// through these keys finds: it has one of the blocks at its position,
+    /// the content hash, or one of the lookup hashes anywhere in its sketch.
+    /// A superset of "is found through them", never smaller: an extra retry
+    /// at worst.
     pub fn meets(&self, other: &Fingerprint) -> bool {
         if other.is_empty() {
             return false;
         }
         let theirs = blocks(other.simhash);
         self.content == other.content
-            || self.blocks.iter().any(|b| theirs.contains(b))
+            || self.blocks.iter().zip(&theirs).any(|(a, b)| a == b)
             || self
                 .lookup
                 .iter()
@@ -84,8 +84,9 @@ mod tests {
         let a = fp(0x1111_2222_3333_4444, 7, vec![1, 5, 9]);
         let keys = Keys::of(&a, 2).unwrap();
         assert_eq!(keys.lookup, [1, 5]);
-        // A block, at another position too.
-        assert!(keys.meets(&fp(0x4444_0000_0000_0000, 8, vec![])));
+        // A block at its position; not at another.
+        assert!(keys.meets(&fp(0x0000_0000_0000_4444, 8, vec![])));
+        assert!(!keys.meets(&fp(0x4444_0000_0000_0000, 8, vec![])));
         assert!(keys.meets(&fp(0, 7, vec![])));
         assert!(keys.meets(&fp(0, 8, vec![0, 5])));
         // The third sketch hash is not a lookup hash.

@@ -1457,8 +1457,12 @@ mod tests {
         assert!(!may_interact(&apart, &a));
         // The same id, whatever the content: a replay.
         assert!(may_interact(&a, &entry("a", 0x5555_6666_7777_8888, 2, &[])));
-        // One 16-bit block value, here at another position.
-        assert!(may_interact(&a, &entry("b", 0x5555_1111_7777_8888, 2, &[])));
+        // One 16-bit block value at its position; at another it finds nothing.
+        assert!(may_interact(&a, &entry("b", 0x5555_2222_7777_8888, 2, &[])));
+        assert!(!may_interact(
+            &a,
+            &entry("b", 0x5555_1111_7777_8888, 2, &[])
+        ));
         // The content hash.
         assert!(may_interact(&a, &entry("b", 0x5555_6666_7777_8888, 1, &[])));
         // One sketch hash.
