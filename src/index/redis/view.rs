@@ -189,25 +189,29 @@ impl View {
         let Some(copy) = self.buckets.get_mut(label) else {
             return Ok(());
         };
-        // Every list these articles go into is read first
-        // (`Candidates::touch`): a cold load is bound by those reads.
+        // Each element is read once; then every list its article goes into
+        // is read (`Candidates::touch`), for a cold load is bound by those
+        // reads; then the articles are filed.
+        let records: Vec<Result<Record<'_>, String>> =
+            elements.iter().map(|e| read_element(e.as_ref())).collect();
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
-        let touched: usize = elements
+        let touched: usize = records
             .iter()
-            .filter_map(|e| decode_article(e.as_ref()).ok().flatten())
-            .filter_map(|(packed, _)| {
-                keys_of_packed(packed, &mut buf, self.lookup_signatures)
-                    .ok()
-                    .map(|k| copy.articles.touch(&k))
+            .filter_map(|r| match r {
+                Ok(Some((_, Some(packed)))) => {
+                    keys_of_packed(packed, &mut buf, self.lookup_signatures)
+                        .ok()
+                        .map(|k| copy.articles.touch(&k))
+                }
+                _ => None,
             })
             .sum();
         std::hint::black_box(touched);
-        for (handle, element) in (from..).zip(elements) {
+        for (handle, record) in (from..).zip(records) {
             if handle != copy.synced + 1 {
                 continue;
             }
-            let filed = read_element(element.as_ref())
-                .and_then(|record| copy.file(handle, record, self.lookup_signatures));
+            let filed = record.and_then(|record| copy.file(handle, record, self.lookup_signatures));
             if let Err(reason) = filed {
                 tracing::warn!(bucket = label, handle, %reason, "unreadable article record: held as deleted");
                 copy.file(handle, None, self.lookup_signatures)?;
