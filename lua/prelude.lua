@@ -114,7 +114,9 @@ local function recent_records(P, l, from, to)
     local fp = h % 1 == 0 and redis.call('LINDEX', article_key(P, l, h))
     if fp and fp ~= '' then
       fp = article_packed(fp)
-      fp = '\255' .. string.sub(recs, pos + 1, pos + 3) .. string.sub(fp, 1, #fp - 1 - 2 * string.byte(fp, #fp))
+      -- The SimHash, content hash and sketch: 16 + 4 bytes per sketch hash.
+      local n = string.byte(fp, #fp + 1 - PACKED_SKETCH_COUNT_AT)
+      fp = '\255' .. string.sub(recs, pos + 1, pos + 3) .. string.sub(fp, 1, 16 + 4 * n)
       parts[#parts + 1] = {fp, #fp}
     end
     pos = string.find(recs, '\255', pos + 1, true)

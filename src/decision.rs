@@ -30,6 +30,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
+use crate::shingles::{shares, Shares};
 use crate::simhash::hamming;
 
 /// Which signal decided a duplicate.
@@ -39,6 +40,9 @@ pub enum Signal {
     Exact,
     Simhash,
     Sentence,
+    /// Most of the article's text is in the earlier one: an excerpt, an
+    /// abridgment (see [`crate::shingles`]).
+    Excerpt,
 }
 
 impl Signal {
@@ -47,6 +51,7 @@ impl Signal {
             Signal::Exact => "exact",
             Signal::Simhash => "simhash",
             Signal::Sentence => "sentence",
+            Signal::Excerpt => "excerpt",
         }
     }
 
@@ -55,6 +60,7 @@ impl Signal {
             "exact" => Some(Signal::Exact),
             "simhash" => Some(Signal::Simhash),
             "sentence" => Some(Signal::Sentence),
+            "excerpt" => Some(Signal::Excerpt),
             _ => None,
         }
     }
@@ -99,6 +105,25 @@ pub struct DecisionConfig {
     /// The template rule applies only when both articles have at least this
     /// many distinct numbers in their sketches: fewer say nothing either way.
     pub template_min_numbers: usize,
+    /// An article at least this large (`Fingerprint::size`: Han characters,
+    /// three per other word) is judged by how much of it an earlier article
+    /// holds; a smaller one, a quote rather than an article, only by the
+    /// other signals.
+    pub judged_size: u16,
+    /// A judged article whose share of shingles found in an earlier one is at
+    /// least this, and above [`new_share`](DecisionConfig::new_share) within
+    /// one standard error (a share read off a few sample values is known
+    /// loosely), is its copy: `excerpt`, when no other signal matched.
+    pub copy_share: f64,
+    /// A judged article whose share found in an earlier one is below this
+    /// within one standard error is new: never that one's copy, whatever
+    /// else matches.
+    pub new_share: f64,
+    /// A new article that holds at least this share of the earlier one is
+    /// a fuller story of it, and its verdict names it (`expands`).
+    pub expands_share: f64,
+    /// A share is trusted when it rests on at least this many sample values.
+    pub shingle_min_sample: usize,
 }
 
 /// The largest `max_distance` the 4-block pigeonhole index can guarantee to find.
@@ -119,6 +144,11 @@ impl Default for DecisionConfig {
             lookup_signatures: 6,
             template_min_agreement: 0.5,
             template_min_numbers: 3,
+            judged_size: 150,
+            copy_share: 0.8,
+            new_share: 0.6,
+            expands_share: 0.8,
+            shingle_min_sample: 4,
         }
     }
 }
@@ -162,10 +192,16 @@ impl DecisionConfig {
     }
 
     /// The farthest, in SimHash bits, a candidate can be and still match
-    /// other than by equal content: the simhash signal's bound, or the
-    /// sentence signal's at full overlap.
-    pub fn farthest_match(&self) -> u32 {
-        self.max_distance.max(self.sentence_max_distance)
+    /// article `fp` other than by equal content: the simhash signal's bound,
+    /// or the sentence signal's at full overlap; any distance for an article
+    /// judged by its share (an excerpt of a long story is far from it in
+    /// SimHash, and so is the flash a full story expands).
+    pub fn farthest_match(&self, fp: &Fingerprint) -> u32 {
+        if fp.size >= self.judged_size {
+            64
+        } else {
+            self.max_distance.max(self.sentence_max_distance)
+        }
     }
 
     /// The SimHash bound for a candidate with estimated text overlap `overlap`
@@ -224,7 +260,23 @@ pub struct CandidateView<'a> {
     pub content: u64,
     pub signatures: &'a [u32],
     pub numbers: &'a [u16],
+    pub shingles: &'a [u16],
     pub ts_ms: i64,
+}
+
+impl<'a> CandidateView<'a> {
+    /// Article `id`, stored at `ts_ms` with fingerprint `fp`.
+    pub fn of(id: &'a str, fp: &'a Fingerprint, ts_ms: i64) -> Self {
+        CandidateView {
+            id,
+            simhash: fp.simhash,
+            content: fp.content,
+            signatures: &fp.signatures,
+            numbers: &fp.numbers,
+            shingles: &fp.shingles,
+            ts_ms,
+        }
+    }
 }
 
 /// A match: which candidate, how far, by which signal, sharing how much text.
@@ -272,6 +324,47 @@ pub fn template_agreement(a: &[u16], b: &[u16], min_numbers: usize) -> Option<f6
     (a.len() >= min_numbers.max(1) && b.len() >= min_numbers.max(1)).then(|| overlap(a, b, 1))
 }
 
+/// What an article's share of shingles found in a candidate makes of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ByShare {
+    /// Too small (a quote, not an article), or its share rests on too few
+    /// sample values: judged by the other signals alone.
+    Unjudged,
+    /// Most of its text is in the candidate: a copy.
+    Copy,
+    /// Most of its text is not: never the candidate's copy.
+    New,
+    /// Between the two: judged by the other signals.
+    Between,
+}
+
+/// How many standard errors a share must clear the
+/// [`new_share`](DecisionConfig::new_share) by: upwards to make an article a
+/// copy, downwards to make it new. A wrong "copy" drops an article a reader
+/// should have seen, a wrong "new" only keeps one more copy, so a copy needs
+/// the surer reading.
+const COPY_STANDARD_ERRORS: f64 = 1.5;
+const NEW_STANDARD_ERRORS: f64 = 1.0;
+
+impl DecisionConfig {
+    /// What `shares` make of an article of `size` ([`ByShare`]).
+    pub fn judge_by_share(&self, size: u16, shares: &Shares) -> ByShare {
+        if size < self.judged_size || shares.b_sample < self.shingle_min_sample {
+            return ByShare::Unjudged;
+        }
+        let (low, _) = shares.b_in_a_bounds(COPY_STANDARD_ERRORS);
+        let (_, high) = shares.b_in_a_bounds(NEW_STANDARD_ERRORS);
+        if shares.b_in_a >= self.copy_share && low >= self.new_share {
+            ByShare::Copy
+        } else if high < self.new_share {
+            ByShare::New
+        } else {
+            ByShare::Between
+        }
+    }
+}
+
 /// Everything the decision weighs about one candidate, and what it makes of it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Evidence {
@@ -293,6 +386,17 @@ pub struct Evidence {
     pub sentence_bound: Option<u32>,
     /// Agreement of the number sketches, when both have enough numbers.
     pub number_agreement: Option<f64>,
+    /// The share of the article's numbers found in the candidate's, when
+    /// both have enough numbers: what an excerpt's figures must reach.
+    pub numbers_found: Option<f64>,
+    /// What the shingle samples say: the shares of each text found in the
+    /// other and their Jaccard.
+    pub shares: Shares,
+    /// What the article's share found in the candidate makes of it.
+    pub by_share: ByShare,
+    /// The article holds the candidate and much more: a fuller story of it,
+    /// never its duplicate.
+    pub expands: bool,
     /// The signal the texts match by before the template rule, if any.
     pub matched_by: Option<Signal>,
     /// The template rule turned that match down: same template, other figures.
@@ -315,19 +419,38 @@ pub fn evidence(fp: &Fingerprint, c: &CandidateView<'_>, cfg: &DecisionConfig) -
     let overlap = resemblance.max(containment).max(containment_reverse);
     let sentence_bound = cfg.sentence_bound(overlap);
     let exact = fp.content == c.content;
+    let shares = shares(&fp.shingles, c.shingles);
+    let by_share = cfg.judge_by_share(fp.size, &shares);
     let matched_by = if exact {
         Some(Signal::Exact)
+    } else if by_share == ByShare::New {
+        None
     } else if distance <= cfg.max_distance {
         Some(Signal::Simhash)
     } else if sentence_bound.is_some_and(|bound| distance <= bound) {
         Some(Signal::Sentence)
+    } else if by_share == ByShare::Copy {
+        Some(Signal::Excerpt)
     } else {
         None
     };
     let number_agreement = template_agreement(&fp.numbers, c.numbers, cfg.template_min_numbers);
+    let numbers_found = numbers_found(&fp.numbers, c.numbers, cfg.template_min_numbers);
+    // Reports of one template differ in their figures; an excerpt copies its
+    // figures with its words, so its own must be found like its text.
     let template = !exact
-        && matched_by.is_some()
-        && number_agreement.is_some_and(|a| a < cfg.template_min_agreement);
+        && match matched_by {
+            None | Some(Signal::Exact) => false,
+            Some(Signal::Excerpt) => numbers_found.is_some_and(|f| f < cfg.new_share),
+            Some(_) => number_agreement.is_some_and(|a| a < cfg.template_min_agreement),
+        };
+    // No copy of the candidate, and most of it new: it expands the
+    // candidate when it holds most of the candidate's text.
+    let expands = (matched_by.is_none() || template)
+        && by_share != ByShare::Unjudged
+        && shares.b_in_a < cfg.new_share
+        && shares.a_sample >= cfg.shingle_min_sample
+        && shares.a_in_b >= cfg.expands_share;
     Evidence {
         exact,
         distance,
@@ -338,9 +461,28 @@ pub fn evidence(fp: &Fingerprint, c: &CandidateView<'_>, cfg: &DecisionConfig) -
         overlap,
         sentence_bound,
         number_agreement,
+        numbers_found,
+        shares,
+        by_share,
+        expands,
         matched_by,
         template,
     }
+}
+
+/// The share of `b`'s numbers found in `a`'s, or `None` when either has fewer
+/// than `min_numbers` (see [`template_agreement`]). A number sketch that is
+/// not full holds all of its text's numbers, so then every number of `b`
+/// counts; a full one, the numbers of `b` up to its largest hash.
+pub fn numbers_found(b: &[u16], a: &[u16], min_numbers: usize) -> Option<f64> {
+    let enough = b.len() >= min_numbers.max(1) && a.len() >= min_numbers.max(1);
+    enough.then(|| {
+        if a.len() < crate::distinctive::NUMBER_SKETCH {
+            shared_count(b, a) as f64 / b.len() as f64
+        } else {
+            containment(b, a, 1)
+        }
+    })
 }
 
 /// Classify one candidate: the signal under which it is a duplicate, if any,
@@ -354,26 +496,52 @@ pub fn classify(
     Some((e.signal()?, e))
 }
 
+/// What [`decide`] found for an article.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    /// The best match: the article is its duplicate.
+    pub matched: Option<Match>,
+    /// Without a match, the earlier article this one is a fuller story of
+    /// ([`Evidence::expands`]), if any.
+    pub expands: Option<String>,
+}
+
 /// Choose the best match for an article at `ts_ms` among `candidates` (which may
-/// repeat and may include articles outside the window; both are handled here).
+/// repeat and may include articles outside the window; both are handled here),
+/// or, without one, the candidate it expands.
 pub fn decide<'a>(
     fp: &Fingerprint,
     ts_ms: i64,
     candidates: impl IntoIterator<Item = CandidateView<'a>>,
     cfg: &DecisionConfig,
-) -> Option<Match> {
+) -> Decision {
     if fp.is_empty() {
-        return None;
+        return Decision::default();
     }
     // Smaller is better: exact first, then distance, then more shared signatures,
     // then earlier, then the smaller id (so the choice never depends on input order).
     type Rank<'a> = (bool, u32, std::cmp::Reverse<usize>, i64, &'a str);
     let mut best: Option<(Rank<'a>, Signal, f64)> = None;
+    // The expanded candidate: the largest share of it held, then the
+    // earliest, then the smaller id.
+    type Expanded<'a> = (std::cmp::Reverse<u8>, i64, &'a str);
+    let mut expands: Option<Expanded<'a>> = None;
     for c in candidates {
         if !cfg.in_window(ts_ms, c.ts_ms) {
             continue;
         }
-        let Some((signal, e)) = classify(fp, &c, cfg) else {
+        let e = evidence(fp, &c, cfg);
+        let Some(signal) = e.signal() else {
+            if e.expands {
+                let rank = (
+                    std::cmp::Reverse(hundredths(e.shares.a_in_b)),
+                    c.ts_ms,
+                    c.id,
+                );
+                if expands.is_none_or(|x| rank < x) {
+                    expands = Some(rank);
+                }
+            }
             continue;
         };
         let rank = (
@@ -384,20 +552,42 @@ pub fn decide<'a>(
             c.id,
         );
         if best.as_ref().is_none_or(|(b, _, _)| rank < *b) {
-            best = Some((rank, signal, e.overlap));
+            // An excerpt shares its own text with the candidate, not the
+            // candidate's: its overlap is the share of it found there.
+            let overlap = if signal == Signal::Excerpt {
+                e.shares.b_in_a
+            } else {
+                e.overlap
+            };
+            best = Some((rank, signal, overlap));
         }
     }
-    best.map(|((_, distance, _, _, id), signal, overlap)| Match {
+    let matched = best.map(|((_, distance, _, _, id), signal, overlap)| Match {
         id: id.to_owned(),
         distance,
         signal,
         overlap: hundredths(overlap),
-    })
+    });
+    Decision {
+        expands: expands
+            .filter(|_| matched.is_none())
+            .map(|(_, _, id)| id.to_owned()),
+        matched,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn matched<'a>(
+        fp: &Fingerprint,
+        ts_ms: i64,
+        candidates: impl IntoIterator<Item = CandidateView<'a>>,
+        cfg: &DecisionConfig,
+    ) -> Option<Match> {
+        decide(fp, ts_ms, candidates, cfg).matched
+    }
 
     fn fp(simhash: u64, content: u64, signatures: &[u32]) -> Fingerprint {
         Fingerprint {
@@ -406,6 +596,7 @@ mod tests {
             signatures: signatures.to_vec(),
             words: 10,
             numbers: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -422,6 +613,7 @@ mod tests {
             content,
             signatures,
             numbers: &[],
+            shingles: &[],
             ts_ms,
         }
     }
@@ -468,7 +660,7 @@ mod tests {
                 };
                 classify(&me, &cand("a", h, 2, &[10, 20], 0), &cfg).is_some()
             };
-            let farthest = cfg.farthest_match();
+            let farthest = cfg.farthest_match(&me);
             assert!(at(farthest) && !at(farthest + 1), "{cfg:?}");
         }
     }
@@ -487,15 +679,15 @@ mod tests {
             cand("simhash", 0b11, 2, &[], 0),
             cand("closer", 0b1, 2, &[], 50),
         ];
-        let m = decide(&me, 0, cands, &cfg).unwrap();
+        let m = matched(&me, 0, cands, &cfg).unwrap();
         assert_eq!(
             (m.id.as_str(), m.distance, m.signal),
             ("closer", 1, Signal::Simhash)
         );
         // The window edge is inclusive.
-        let m = decide(&me, 0, vec![cand("edge", 0, 1, &s, 100)], &cfg).unwrap();
+        let m = matched(&me, 0, vec![cand("edge", 0, 1, &s, 100)], &cfg).unwrap();
         assert_eq!(m.signal, Signal::Exact);
-        assert!(decide(&me, 0, vec![cand("out", 0, 1, &s, 101)], &cfg).is_none());
+        assert!(matched(&me, 0, vec![cand("out", 0, 1, &s, 101)], &cfg).is_none());
     }
 
     #[test]
@@ -504,7 +696,7 @@ mod tests {
             words: 0,
             ..fp(0, 1, &[])
         };
-        assert!(decide(
+        assert!(matched(
             &me,
             0,
             vec![cand("a", 0, 1, &[], 0)],
@@ -517,7 +709,7 @@ mod tests {
     fn ties_go_to_the_earliest_then_smallest_id() {
         let me = fp(0, 1, &[]);
         let cfg = DecisionConfig::default();
-        let m = decide(
+        let m = matched(
             &me,
             10,
             vec![
@@ -624,10 +816,10 @@ mod tests {
         let me = fp(0, 1, &[10, 20, 30]);
         // Two of three sketch hashes shared, 1 bit apart: a SimHash match
         // whose overlap is the sketches' resemblance, 2/3.
-        let m = decide(&me, 0, vec![cand("a", 1, 2, &[10, 20, 40], 0)], &cfg).unwrap();
+        let m = matched(&me, 0, vec![cand("a", 1, 2, &[10, 20, 40], 0)], &cfg).unwrap();
         assert_eq!((m.signal, m.overlap), (Signal::Simhash, 67));
         // Nothing sampled in common: 0, whatever decided.
-        let m = decide(&me, 0, vec![cand("b", 0, 1, &[], 0)], &cfg).unwrap();
+        let m = matched(&me, 0, vec![cand("b", 0, 1, &[], 0)], &cfg).unwrap();
         assert_eq!((m.signal, m.overlap), (Signal::Exact, 0));
         assert_eq!(hundredths(2.0 / 3.0), 67);
         assert_eq!(hundredths(0.125), 13);
@@ -651,5 +843,62 @@ mod tests {
     fn shared_count_of_sorted() {
         assert_eq!(shared_count(&[1, 3, 5, 7], &[2, 3, 7, 9]), 2);
         assert_eq!(shared_count(&[], &[1]), 0);
+    }
+
+    /// `count` sentences of 25 common Han characters from `seed`, each ending
+    /// in a full stop: distinct text, as news sentences are.
+    fn sentences(seed: u64, count: usize) -> Vec<String> {
+        let han: Vec<char> = crate::random_text::COMMON_HAN.chars().collect();
+        let mut rng = crate::random_text::Rng::new(seed);
+        (0..count)
+            .map(|_| {
+                let mut s: String = (0..25).map(|_| rng.pick(&han)).collect();
+                s.push('。');
+                s
+            })
+            .collect()
+    }
+
+    fn fingerprint(text: &str) -> Fingerprint {
+        crate::fingerprint::Fingerprinter::with_defaults()
+            .unwrap()
+            .fingerprint(text)
+    }
+
+    #[test]
+    fn an_excerpt_is_a_copy_whatever_share_of_the_source_it_keeps() {
+        let cfg = DecisionConfig::default();
+        let source = sentences(7, 40);
+        let a = fingerprint(&source.concat()).stored();
+        // A quarter of the story, from its middle: far from it in SimHash.
+        let excerpt = fingerprint(&source[14..24].concat());
+        assert!(excerpt.size >= cfg.judged_size);
+        let d = decide(&excerpt, 1, [CandidateView::of("source", &a, 0)], &cfg);
+        let m = d.matched.expect("the excerpt is the source's copy");
+        assert_eq!((m.id.as_str(), m.signal), ("source", Signal::Excerpt));
+        assert!(m.distance > cfg.sentence_max_distance, "{m:?}");
+        assert_eq!(d.expands, None);
+        // Another story of the same length shares nothing with it.
+        let other = fingerprint(&sentences(8, 10).concat());
+        assert_eq!(
+            decide(&other, 1, [CandidateView::of("source", &a, 0)], &cfg),
+            Decision::default()
+        );
+    }
+
+    #[test]
+    fn the_full_story_after_its_flash_is_new_and_names_the_flash() {
+        let cfg = DecisionConfig::default();
+        let story = sentences(11, 40);
+        let flash = fingerprint(&story[..8].concat()).stored();
+        let full = fingerprint(&story.concat());
+        let d = decide(&full, 1, [CandidateView::of("flash", &flash, 0)], &cfg);
+        assert_eq!(d.matched, None, "{d:?}");
+        assert_eq!(d.expands.as_deref(), Some("flash"));
+        // The other way round, the flash after its story is a copy.
+        let stored = full.stored();
+        let flash = fingerprint(&story[..8].concat());
+        let m = matched(&flash, 1, [CandidateView::of("full", &stored, 0)], &cfg);
+        assert_eq!(m.map(|m| m.id), Some("full".to_owned()));
     }
 }

@@ -19,7 +19,7 @@ use crate::article::validate_text;
 use crate::settings::Settings;
 
 use crate::decision::{
-    evidence, hundredths, hundredths_text, CandidateView, DecisionConfig, Evidence, Signal,
+    evidence, hundredths, hundredths_text, ByShare, CandidateView, DecisionConfig, Evidence, Signal,
 };
 use crate::distinctive::numbers;
 use crate::fingerprint::{Fingerprint, Fingerprinter};
@@ -33,6 +33,9 @@ pub struct Explanation {
     pub duplicate: bool,
     /// The deciding signal, when it does.
     pub signal: Option<Signal>,
+    /// B is no copy of A but a fuller story of it: it holds most of A and
+    /// much more of its own (the verdict would name A in `expands`).
+    pub expands: bool,
     /// One sentence saying why.
     pub reason: String,
     /// SimHash distance and the bounds it is held to.
@@ -58,15 +61,9 @@ pub fn explain(fp: &Fingerprinter, a: &str, b: &str, cfg: &DecisionConfig) -> Ex
         fp.fingerprint_normalized(&na),
         fp.fingerprint_normalized(&nb),
     );
-    let view = CandidateView {
-        id: "A",
-        simhash: fa.simhash,
-        content: fa.content,
-        signatures: &fa.signatures,
-        numbers: &fa.numbers,
-        ts_ms: 0,
-    };
-    let e = evidence(&fb, &view, cfg);
+    // A as an index holds it: B is checked against what was stored of A.
+    let stored = fa.stored();
+    let e = evidence(&fb, &CandidateView::of("A", &stored, 0), cfg);
     let empty = fa.is_empty() || fb.is_empty();
     let signal = e.signal().filter(|_| !empty);
     let reason = reason(&e, cfg, empty);
@@ -94,6 +91,7 @@ pub fn explain(fp: &Fingerprinter, a: &str, b: &str, cfg: &DecisionConfig) -> Ex
     Explanation {
         duplicate: signal.is_some(),
         signal,
+        expands: e.expands && !empty,
         reason,
         distance: e.distance,
         simhash_bound: cfg.max_distance,
@@ -150,8 +148,14 @@ fn reason(e: &Evidence, cfg: &DecisionConfig, empty: bool) -> String {
     let agreement = e
         .number_agreement
         .map_or_else(|| "too few numbers to compare".into(), share);
+    let sh = &e.shares;
     match (e.matched_by, e.template) {
         (Some(Signal::Exact), _) => "the same letters and digits (equal content hashes)".into(),
+        (Some(Signal::Excerpt), true) => format!(
+            "{} of B's text is in A, but only {} of its numbers: not its figures",
+            share(sh.b_in_a),
+            e.numbers_found.map_or_else(String::new, share)
+        ),
         (Some(signal), true) => format!(
             "the same template, other figures: a {signal} match, but the numbers agree {agreement} < {}",
             cfg.template_min_agreement
@@ -166,6 +170,23 @@ fn reason(e: &Evidence, cfg: &DecisionConfig, empty: bool) -> String {
             e.sentence_bound.unwrap_or(0),
             e.distance
         ),
+        (Some(Signal::Excerpt), false) => format!(
+            "{} of B's text is in A (≥ {}): an excerpt or abridgment of it",
+            share(sh.b_in_a),
+            cfg.copy_share
+        ),
+        (None, _) if e.by_share == ByShare::New => {
+            let new = format!(
+                "most of B is new: {} of its text is in A (< {} by a standard error), whatever else matches",
+                share(sh.b_in_a),
+                cfg.new_share
+            );
+            if e.expands {
+                format!("{new}; B holds {} of A: it expands A", share(sh.a_in_b))
+            } else {
+                new
+            }
+        }
         (None, _) => match e.sentence_bound {
             Some(bound) => format!(
                 "distance {} > {} and > {bound}, the bound overlap {} allows",
@@ -186,6 +207,9 @@ impl fmt::Display for Explanation {
         let e = &self.evidence;
         match self.signal {
             Some(signal) => writeln!(f, "verdict:   B duplicates A ({signal})")?,
+            None if self.expands => {
+                writeln!(f, "verdict:   B is not a duplicate of A: it expands A")?
+            }
             None => writeln!(f, "verdict:   B is not a duplicate of A")?,
         }
         writeln!(f, "why:       {}", self.reason)?;
@@ -209,9 +233,30 @@ impl fmt::Display for Explanation {
             self.a.signatures.len(),
             self.b.signatures.len()
         )?;
-        match e.number_agreement {
-            Some(a) => writeln!(f, "numbers:   agree {}", share(a))?,
-            None => writeln!(f, "numbers:   too few to compare")?,
+        let sh = &e.shares;
+        writeln!(
+            f,
+            "shares:    B in A {}, A in B {}, Jaccard {} (5-gram shingles, on {} and {} sample values): {}",
+            share(sh.b_in_a),
+            share(sh.a_in_b),
+            share(sh.jaccard),
+            sh.b_sample,
+            sh.a_sample,
+            match e.by_share {
+                ByShare::Unjudged => "not judged by its share",
+                ByShare::Copy => "a copy by its share",
+                ByShare::New => "new by its share",
+                ByShare::Between => "neither a copy nor new by its share",
+            }
+        )?;
+        match (e.number_agreement, e.numbers_found) {
+            (Some(a), Some(found)) => writeln!(
+                f,
+                "numbers:   agree {}, B's found in A {}",
+                share(a),
+                share(found)
+            )?,
+            _ => writeln!(f, "numbers:   too few to compare")?,
         }
         let list = |v: &[String]| {
             if v.is_empty() {

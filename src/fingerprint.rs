@@ -12,13 +12,14 @@ use crate::distinctive::number_sketch;
 use crate::hotwords::{HotWords, Lookup, HOT_WORDS};
 use crate::idf::IdfTable;
 use crate::normalize::normalize;
+use crate::shingles::{shingle, SAMPLE};
 use crate::signature::{signature_with, Selection, Unit};
 use crate::simhash::{hash_bytes, quantize, to_hex, SimHasher};
 use crate::tokenize::Tokenizer;
 
 /// The fingerprint recipe version. Fingerprints of different versions must not be
 /// compared; the index stores it so an upgrade can tell.
-pub const FINGERPRINT_VERSION: u32 = 2;
+pub const FINGERPRINT_VERSION: u32 = 3;
 
 /// Tunables of the fingerprint. Changing any of them changes fingerprints, so every
 /// worker sharing an index must use the same values.
@@ -54,7 +55,7 @@ impl Default for FingerprintConfig {
 }
 
 /// Everything the index needs to know about an article's content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Fingerprint {
     /// TF-IDF weighted SimHash-64 of the content words.
     pub simhash: u64,
@@ -69,6 +70,15 @@ pub struct Fingerprint {
     /// (see [`crate::distinctive`]). Reports of one template differ here.
     #[serde(default)]
     pub numbers: Vec<u16>,
+    /// Shingle sample: 16-bit values of sampled 5-gram shingles, sorted (see
+    /// [`crate::shingles`]). How much of one text is found in another.
+    #[serde(default)]
+    pub shingles: Vec<u16>,
+    /// The text's size: Han characters, plus [`WORD_SIZE`](crate::shingles::WORD_SIZE) per other word
+    /// ([`crate::shingles`]); whether it is long enough to be judged by
+    /// what share of it another article holds.
+    #[serde(default)]
+    pub size: u16,
 }
 
 impl Fingerprint {
@@ -81,6 +91,15 @@ impl Fingerprint {
     /// (the sketch is sorted ascending).
     pub fn lookup_signatures(&self, n: usize) -> &[u32] {
         &self.signatures[..n.min(self.signatures.len())]
+    }
+
+    /// The fingerprint as an index stores it: the [`SAMPLE`] smallest values
+    /// of the shingle sample.
+    pub fn stored(&self) -> Fingerprint {
+        Fingerprint {
+            shingles: self.shingles[..self.shingles.len().min(SAMPLE)].to_vec(),
+            ..self.clone()
+        }
     }
 
     pub fn simhash_hex(&self) -> String {
@@ -241,12 +260,15 @@ impl Fingerprinter {
             self.config.signature_unit,
             self.config.signature_selection,
         );
+        let shingled = shingle(text);
         Fingerprint {
             simhash: hasher.finish(),
             content: sig.content,
             signatures: sig.hashes,
             words,
             numbers: number_sketch(text),
+            shingles: shingled.sample,
+            size: shingled.size,
         }
     }
 }

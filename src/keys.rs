@@ -171,10 +171,15 @@ pub const RECENT_SKETCH: usize = 12;
 /// [`RECENT_SKETCH`] sketch hashes.
 pub const RECENT_STRIDE: usize = 4 + 16 + 4 * RECENT_SKETCH;
 
+/// Where a packed fingerprint's sketch count is, in bytes from its end (1:
+/// the last byte): what `lua/prelude.lua` reads to find the end of its
+/// sketch (`encode_fingerprint` in `src/index/redis/codec.rs`).
+pub const PACKED_SKETCH_COUNT_AT: usize = 3;
+
 /// The key layout a bucket is written with (field `l` of its `n:` hash);
 /// a bucket of another layout is refused (`docs/operations.md`, "Upgrading a
 /// namespace").
-pub const LAYOUT: &str = "2";
+pub const LAYOUT: &str = "3";
 
 /// Buckets of this shape or more (sized for more than about 2 M articles:
 /// `128 · 2^14`) have one block set per block position, see [`Keys::block`].
@@ -195,7 +200,8 @@ pub fn lua_constants() -> String {
          local MAX_SHAPE_BITS = {MAX_SHAPE_BITS}\n\
          local RECENT_SLOTS = {RECENT_SLOTS}\n\
          local RECENT_STRIDE = {RECENT_STRIDE}\n\
-         local LAYOUT = '{LAYOUT}'\n"
+         local LAYOUT = '{LAYOUT}'\n\
+         local PACKED_SKETCH_COUNT_AT = {PACKED_SKETCH_COUNT_AT}\n"
     )
 }
 
@@ -365,8 +371,9 @@ mod tests {
         assert!(lua.contains("local HANDLES_PER_CHUNK = 100\n"), "{lua}");
         assert!(lua.contains("local POSITIONAL_BLOCK_BITS = 15\n"), "{lua}");
         assert!(lua.contains("local RECENT_STRIDE = 68\n"), "{lua}");
-        assert!(lua.contains("local LAYOUT = '2'\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 7);
+        assert!(lua.contains("local LAYOUT = '3'\n"), "{lua}");
+        assert!(lua.contains("local PACKED_SKETCH_COUNT_AT = 3\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 8);
     }
 
     #[test]

@@ -57,6 +57,7 @@ mod random_text;
 pub mod redis_server;
 pub mod scan;
 pub mod settings;
+pub mod shingles;
 pub mod signature;
 pub mod simhash;
 pub mod tokenize;

@@ -41,6 +41,9 @@ pub struct ScanRecord {
     #[serde(serialize_with = "serialize_hundredths")]
     pub overlap: Option<u8>,
     pub simhash: Option<String>,
+    /// Unique articles: the earlier article this one is a fuller story of
+    /// (it holds most of that one's text, and much more of its own).
+    pub expands: Option<String>,
     pub reason: Option<String>,
     /// 1-based input line number, on rejected lines.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,6 +61,7 @@ impl ScanRecord {
             signal: d.map(|d| d.signal.as_str()),
             overlap: d.and_then(|d| d.overlap),
             simhash: Some(to_hex(fp.simhash)),
+            expands: verdict.expands().map(str::to_owned),
             reason: None,
             line: None,
         }
@@ -72,6 +76,7 @@ impl ScanRecord {
             signal: None,
             overlap: None,
             simhash: None,
+            expands: None,
             reason: Some(format!("line {line}: {why}")),
             line: Some(line),
         }

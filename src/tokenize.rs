@@ -199,7 +199,7 @@ impl Tokenizer {
                         }
                         return;
                     }
-                    let word = if word.chars().any(char::is_uppercase) {
+                    let word = if word.chars().any(changes_in_lowercase) {
                         lower.clear();
                         lower.extend(word.chars().flat_map(char::to_lowercase));
                         lower.as_str()
@@ -311,6 +311,13 @@ fn ascii_words<'a>(text: &'a str, f: &mut impl FnMut(&'a str)) {
     }
 }
 
+/// Whether `c`'s lowercase mapping is other than `c`: an uppercase letter,
+/// or a titlecase one (`ǅ`, the Greek `ᾈ`), which is not uppercase.
+fn changes_in_lowercase(c: char) -> bool {
+    let mut lower = c.to_lowercase();
+    lower.next() != Some(c) || lower.next().is_some()
+}
+
 /// At least two characters, at least one of them a letter or digit (Han included).
 #[inline]
 fn is_candidate(word: &str) -> bool {
@@ -365,6 +372,10 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
         }
         let bytes = rest.as_bytes();
         let mut i = 0;
+        // Where the last Han character read ends: separators after it go
+        // with what follows them, which UAX #29 may glue them to (`‿ab`,
+        // `٫5` are words).
+        let mut after_han = 0;
         let end = loop {
             let Some(&b) = bytes.get(i) else {
                 break bytes.len();
@@ -380,9 +391,12 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
                     (c, is_han(c), c.len_utf8())
                 };
             if !(han || is_separator(c)) {
-                break i;
+                break after_han;
             }
             i += len;
+            if han {
+                after_han = i;
+            }
         };
         let (run, tail) = rest.split_at(end);
         rest = tail;
@@ -524,8 +538,8 @@ mod tests {
             runs,
             vec![
                 (false, "ab"),
-                (true, "中文,“引号”"),
-                (false, "cd 5.3%"),
+                (true, "中文,“引号"),
+                (false, "”cd 5.3%"),
                 (true, "新闻")
             ]
         );
@@ -582,5 +596,69 @@ mod tests {
             .filter(|w| t.keep(w))
             .collect();
         assert_eq!(t.words(text), separately);
+    }
+
+    /// The spec's words, literally: maximal Han and non-Han runs; Han runs
+    /// cut by jieba; the rest by `unicode_words`, each lowercased a
+    /// character at a time; content words kept.
+    fn spec_words(t: &Tokenizer, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut rest = text;
+        while let Some(first) = rest.chars().next() {
+            let han = is_han(first);
+            let end = rest
+                .char_indices()
+                .find(|&(_, c)| is_han(c) != han)
+                .map_or(rest.len(), |(i, _)| i);
+            let (run, tail) = rest.split_at(end);
+            rest = tail;
+            if han {
+                out.extend(
+                    shared_jieba()
+                        .cut(run, false)
+                        .into_iter()
+                        .map(|tok| tok.word.to_owned()),
+                );
+            } else {
+                out.extend(
+                    run.unicode_words()
+                        .map(|w| w.chars().flat_map(char::to_lowercase).collect()),
+                );
+            }
+        }
+        out.retain(|w| t.keep(w));
+        out
+    }
+
+    #[test]
+    fn punctuation_after_han_goes_with_the_word_it_joins() {
+        let t = Tokenizer::new(false);
+        // UAX #29 glues each of these to a letter or digit after it.
+        for glue in [
+            '\u{203F}', '\u{2040}', '\u{2054}', '\u{30A0}', '\u{02C2}', '\u{055A}', '\u{0600}',
+            '\u{066B}',
+        ] {
+            for text in [
+                format!("中{glue}ab"),
+                format!("北京{glue}5"),
+                format!("新闻{glue}，{glue}word 中国{glue}"),
+            ] {
+                assert_eq!(t.words(&text), spec_words(&t, &text), "{text:?}");
+            }
+        }
+        assert_eq!(t.words("中\u{203F}ab"), ["\u{203F}ab"]);
+    }
+
+    #[test]
+    fn titlecase_letters_are_lowercased() {
+        let t = Tokenizer::new(false);
+        // The Greek titlecase letters and ǅ: not uppercase, yet lowercased.
+        for c in [
+            '\u{1F88}', '\u{1F9F}', '\u{1FAF}', '\u{1FBC}', '\u{1FCC}', '\u{1FFC}', '\u{01C5}',
+        ] {
+            let text = format!("{c}ρα");
+            assert_eq!(t.words(&text), spec_words(&t, &text), "{text:?}");
+            assert_eq!(t.words(&text), [format!("{}ρα", c.to_lowercase())]);
+        }
     }
 }

@@ -110,6 +110,7 @@ fn entry(id: &str, simhash: u64) -> IndexEntry {
             signatures: vec![],
             words: 50,
             numbers: Vec::new(),
+            ..Default::default()
         },
     }
 }

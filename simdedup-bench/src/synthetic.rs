@@ -131,6 +131,20 @@ impl FingerprintGen {
         clauses
     }
 
+    /// The stored shingle sample of source article `src`, and its size: the
+    /// [`SAMPLE`](simdedup::shingles::SAMPLE) smallest of the 100-400
+    /// uniform values that a text of 200-800 tokens samples (one in two).
+    fn shingles(&self, src: u64) -> (Vec<u16>, u16) {
+        let n = 100 + self.hash(src ^ 0x5a5a) % 300;
+        let mut values: Vec<u16> = (0..n)
+            .map(|k| (self.hash(src * 1024 + k + 3_000_000_000_000) >> 48) as u16)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        values.truncate(simdedup::shingles::SAMPLE);
+        (values, (2 * n) as u16)
+    }
+
     /// The entry of article `i`.
     pub fn entry(&self, i: u64) -> IndexEntry {
         let src = if Self::is_near_duplicate(i) {
@@ -153,6 +167,7 @@ impl FingerprintGen {
         clauses.truncate(12);
         let signatures = clauses;
         let simhash = self.hash(src ^ 0xabcdef) ^ u64::from(src != i);
+        let (shingles, size) = self.shingles(src);
         // 173 s between neighbours, wrapping around the window: every part of the
         // window fills evenly whatever the number of articles.
         let offset = (i as i64).wrapping_mul(173_000) / 1000 % self.window_ms;
@@ -165,6 +180,8 @@ impl FingerprintGen {
                 signatures,
                 words: 300,
                 numbers: Vec::new(),
+                shingles,
+                size,
             },
         }
     }

@@ -34,6 +34,8 @@ pub fn run(args: FingerprintArgs) -> Result<()> {
         "signatures": fp.signatures.iter().map(|s| format!("{s:08x}")).collect::<Vec<_>>(),
         "words": fp.words,
         "numbers": fp.numbers.iter().map(|n| format!("{n:04x}")).collect::<Vec<_>>(),
+        "shingles": fp.shingles.iter().map(|v| format!("{v:04x}")).collect::<Vec<_>>(),
+        "size": fp.size,
         "empty": fp.is_empty(),
     });
     println!("{}", serde_json::to_string_pretty(&json)?);

@@ -439,6 +439,7 @@ mod tests {
             signatures: sketch.to_vec(),
             words: 1,
             numbers: Vec::new(),
+            ..Default::default()
         }
     }
 

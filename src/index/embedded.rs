@@ -87,7 +87,7 @@ impl EmbeddedIndex {
             return outcome;
         }
         let (verdict, examined) = state.decide(entry, &self.config);
-        state.insert(entry, verdict.clone(), &self.config);
+        state.insert(entry, verdict.clone());
         Outcome {
             verdict,
             replayed: false,
@@ -112,7 +112,7 @@ impl EmbeddedIndex {
     pub fn delete_now(&self, id: &str) -> bool {
         let mut state = self.lock();
         match state.ids.get(id) {
-            Some(&slot) => state.remove(slot, &self.config),
+            Some(&slot) => state.remove(slot),
             None => false,
         }
     }
@@ -132,7 +132,7 @@ impl EmbeddedIndex {
         let state = self.lock();
         let (_, row) = state.live_row(id, &self.config)?;
         let root = match &row.verdict {
-            Verdict::Unique => row.id.clone(),
+            Verdict::Unique { .. } => row.id.clone(),
             Verdict::Duplicate(d) => d.dup_of.clone(),
         };
         let mut duplicates: Vec<String> = match state.live_row(&root, &self.config) {
@@ -166,7 +166,7 @@ impl State {
             }
             let slots = self.by_bucket.remove(&bucket).unwrap_or_default();
             for slot in slots {
-                self.remove(slot, cfg);
+                self.remove(slot);
             }
         }
     }
@@ -192,54 +192,43 @@ impl State {
     /// The verdict on `entry` and how many index slots were examined.
     fn decide(&self, entry: &IndexEntry, cfg: &DecisionConfig) -> (Verdict, u32) {
         let Some(keys) = Keys::of(&entry.fingerprint, cfg.lookup_signatures) else {
-            return (Verdict::Unique, 0);
+            return (Verdict::UNIQUE, 0);
         };
         // Block neighbours are candidates only within `max_distance`, as in the
         // Redis index: a farther one that shares sketch hashes is found through
         // the sketch lists, within `farthest_match`, or not at all, in both.
-        let found = self
-            .candidates
-            .find(&keys, cfg.max_distance, cfg.farthest_match());
+        let found = self.candidates.find(
+            &keys,
+            cfg.max_distance,
+            cfg.farthest_match(&entry.fingerprint),
+        );
         let examined = u32::try_from(found.examined).unwrap_or(u32::MAX);
         let candidates = found
             .slots
             .iter()
             .filter_map(|&s| self.rows[s as usize].as_ref())
-            .map(|r| CandidateView {
-                id: &r.id,
-                simhash: r.fingerprint.simhash,
-                content: r.fingerprint.content,
-                signatures: &r.fingerprint.signatures,
-                numbers: &r.fingerprint.numbers,
-                ts_ms: r.ts_ms,
-            });
-        let verdict = match decide(&entry.fingerprint, entry.ts_ms, candidates, cfg) {
-            None => Verdict::Unique,
-            Some(m) => {
-                let root = self
-                    .ids
-                    .get(&m.id)
-                    .and_then(|&s| self.rows[s as usize].as_ref())
-                    .and_then(|r| r.verdict.duplicate().map(|d| d.dup_of.clone()));
-                Verdict::from_match(m, root.as_deref())
-            }
-        };
-        (verdict, examined)
+            .map(|r| CandidateView::of(&r.id, &r.fingerprint, r.ts_ms));
+        let decision = decide(&entry.fingerprint, entry.ts_ms, candidates, cfg);
+        let root = decision.matched.as_ref().and_then(|m| {
+            let row = self.rows[*self.ids.get(&m.id)? as usize].as_ref()?;
+            row.verdict.duplicate().map(|d| d.dup_of.clone())
+        });
+        (Verdict::from_decision(decision, root.as_deref()), examined)
     }
 
-    fn insert(&mut self, entry: &IndexEntry, verdict: Verdict, cfg: &DecisionConfig) {
+    fn insert(&mut self, entry: &IndexEntry, verdict: Verdict) {
         let fp = &entry.fingerprint;
         let root = verdict
             .duplicate()
             .and_then(|d| self.ids.get(&d.dup_of).copied());
         let slot = self
             .candidates
-            .insert(Keys::of(fp, cfg.lookup_signatures).as_ref())
+            .insert(Keys::filed(fp).as_ref())
             .expect("fewer than 2^32 articles in a window");
         let row = Row {
             id: entry.id.clone(),
             ts_ms: entry.ts_ms,
-            fingerprint: fp.clone(),
+            fingerprint: fp.stored(),
             verdict,
         };
         match self.rows.get_mut(slot as usize) {
@@ -256,7 +245,7 @@ impl State {
             .push(slot);
     }
 
-    fn remove(&mut self, slot: u32, cfg: &DecisionConfig) -> bool {
+    fn remove(&mut self, slot: u32) -> bool {
         let Some(row) = self.rows.get_mut(slot as usize).and_then(Option::take) else {
             return false;
         };
@@ -277,7 +266,7 @@ impl State {
         if self.ids.get(&row.id) == Some(&slot) {
             self.ids.remove(&row.id);
         }
-        let keys = Keys::of(&row.fingerprint, cfg.lookup_signatures);
+        let keys = Keys::filed(&row.fingerprint);
         self.candidates.remove(slot, keys.as_ref())
     }
 }

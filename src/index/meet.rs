@@ -4,8 +4,12 @@
 //! An article finds its candidates through its four 16-bit SimHash blocks
 //! (every SimHash within distance 3 shares one with it at its position: the
 //! pigeonhole rule), its content hash and its lookup sketch hashes (the first
-//! `lookup_signatures` of its sorted sketch). Two articles that share none of
-//! these are never each other's candidates, so:
+//! `lookup_signatures` of its sorted sketch), and is filed under the same
+//! blocks and content hash and its whole sketch ([`Keys::filed`]): an excerpt
+//! holds a part of its source's clauses, and the smallest of its own that
+//! the source holds are among the source's sketch, seldom among its first
+//! few. Two articles that share none of these are never each other's
+//! candidates, so:
 //! - the candidate index ([`super::candidates`]) files and finds by them;
 //! - a worker may decide two such articles in either order, at once
 //!   (`src/worker/mod.rs`);
@@ -13,6 +17,7 @@
 //!   conflict exactly when [`Keys::meets`] says so for its packed fingerprint
 //!   (the script receives the lookup count from [`Keys::lookup`]).
 
+use crate::decision::MAX_LOOKUP_SIGNATURES;
 use crate::fingerprint::Fingerprint;
 use crate::simhash::blocks;
 
@@ -37,6 +42,12 @@ impl<'a> Keys<'a> {
             content: fp.content,
             lookup: fp.lookup_signatures(lookup_signatures),
         })
+    }
+
+    /// The keys an article is filed under: its blocks, its content hash and
+    /// its whole sketch (up to [`MAX_LOOKUP_SIGNATURES`] hashes).
+    pub fn filed(fp: &'a Fingerprint) -> Option<Keys<'a>> {
+        Self::of(fp, MAX_LOOKUP_SIGNATURES)
     }
 
     /// Whether an article with fingerprint `other` can change what a check
@@ -76,6 +87,7 @@ mod tests {
             signatures,
             words: 10,
             numbers: Vec::new(),
+            ..Default::default()
         }
     }
 

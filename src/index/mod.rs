@@ -24,7 +24,7 @@ use std::future::Future;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{Match, Signal};
+use crate::decision::{Decision, Match, Signal};
 use crate::fingerprint::Fingerprint;
 
 /// How many articles one content hash, SimHash or sketch hash lists (per
@@ -54,7 +54,13 @@ pub struct IndexEntry {
 #[serde(tag = "verdict", rename_all = "lowercase")]
 pub enum Verdict {
     /// No earlier article in the window is a near-duplicate: this one is kept.
-    Unique,
+    Unique {
+        /// The earlier article this one is a fuller story of (it holds
+        /// most of that one's text, and much more of its own), if any: a
+        /// feed may replace that one with this.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expands: Option<String>,
+    },
     /// A near-duplicate of an earlier article.
     Duplicate(Duplicate),
 }
@@ -78,6 +84,27 @@ pub struct Duplicate {
 }
 
 impl Verdict {
+    /// Unique, expanding nothing.
+    pub const UNIQUE: Verdict = Verdict::Unique { expands: None };
+
+    /// The verdict [`decide`](crate::decision::decide) reached, a duplicate
+    /// linked to `matched_root`: the root of the article it matched, when that
+    /// one is itself a duplicate.
+    pub fn from_decision(d: Decision, matched_root: Option<&str>) -> Verdict {
+        match d.matched {
+            Some(m) => Verdict::from_match(m, matched_root),
+            None => Verdict::Unique { expands: d.expands },
+        }
+    }
+
+    /// The earlier article a unique verdict names as expanded.
+    pub fn expands(&self) -> Option<&str> {
+        match self {
+            Verdict::Unique { expands } => expands.as_deref(),
+            Verdict::Duplicate(_) => None,
+        }
+    }
+
     pub fn is_duplicate(&self) -> bool {
         matches!(self, Verdict::Duplicate(_))
     }
@@ -85,7 +112,7 @@ impl Verdict {
     pub fn duplicate(&self) -> Option<&Duplicate> {
         match self {
             Verdict::Duplicate(d) => Some(d),
-            Verdict::Unique => None,
+            Verdict::Unique { .. } => None,
         }
     }
 

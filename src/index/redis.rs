@@ -214,7 +214,7 @@ impl RedisIndex {
                 max_attempts: options.max_attempts.max(1),
                 default_shape,
                 view: ViewState {
-                    copy: Mutex::new(View::new(config.lookup_signatures)),
+                    copy: Mutex::new(View::default()),
                     syncing: tokio::sync::Mutex::new(()),
                     synced: Mutex::new(Synced::default()),
                 },
@@ -377,7 +377,7 @@ impl Index for RedisIndex {
             return Ok(None);
         };
         let root = match &me.verdict {
-            Verdict::Unique => id.to_owned(),
+            Verdict::Unique { .. } => id.to_owned(),
             Verdict::Duplicate(d) => d.dup_of.clone(),
         };
         let root_row = if root == id {

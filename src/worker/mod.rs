@@ -1445,6 +1445,7 @@ mod tests {
                 signatures: signatures.to_vec(),
                 words: 10,
                 numbers: Vec::new(),
+                ..Default::default()
             },
         }
     }

@@ -84,6 +84,9 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
                     out.push(("overlap", hundredths_text(overlap).into_bytes()));
                 }
             }
+            if let Some(expanded) = verdict.expands() {
+                out.push(("expands", expanded.as_bytes().to_vec()));
+            }
             out.push(("simhash", to_hex(*simhash).into_bytes()));
             out.push(("op", (*op).into()));
             if *replayed {
@@ -170,5 +173,32 @@ mod tests {
         assert_eq!(field(&decided(Some(0))).as_deref(), Some("0.00"));
         // A stored verdict without one is written without the field.
         assert_eq!(field(&decided(None)), None);
+    }
+
+    #[test]
+    fn a_unique_article_names_the_one_it_expands() {
+        let entry = RawEntry {
+            id: "1-0".into(),
+            fields: Some(Vec::new()),
+            deliveries: 1,
+        };
+        let emitted = |expands: Option<&str>| {
+            let resolution = Resolution::Decided {
+                id: "story".into(),
+                op: "check",
+                verdict: Verdict::Unique {
+                    expands: expands.map(str::to_owned),
+                },
+                simhash: 7,
+                replayed: false,
+            };
+            emit_for(&entry, &resolution)
+                .output
+                .into_iter()
+                .find(|(k, _)| *k == "expands")
+                .map(|(_, v)| String::from_utf8(v).unwrap())
+        };
+        assert_eq!(emitted(Some("flash")).as_deref(), Some("flash"));
+        assert_eq!(emitted(None), None);
     }
 }

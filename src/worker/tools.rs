@@ -217,15 +217,7 @@ impl StoredEvidence {
     /// Weigh `this` against the article `matched` it was found a duplicate of.
     pub fn weigh(this: &StoredArticle, matched: &StoredArticle, cfg: &DecisionConfig) -> Self {
         let (a, b) = (&matched.fingerprint, &this.fingerprint);
-        let view = CandidateView {
-            id: &matched.id,
-            simhash: a.simhash,
-            content: a.content,
-            signatures: &a.signatures,
-            numbers: &a.numbers,
-            ts_ms: matched.ts_ms,
-        };
-        let evidence = evidence(b, &view, cfg);
+        let evidence = evidence(b, &CandidateView::of(&matched.id, a, matched.ts_ms), cfg);
         let shared = shared_count(&a.numbers, &b.numbers);
         StoredEvidence {
             matched: matched.id.clone(),

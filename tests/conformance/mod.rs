@@ -74,6 +74,7 @@ pub fn fp(simhash: u64, content: u64, signatures: &[u32]) -> Fingerprint {
         signatures,
         words: 40,
         numbers: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -133,7 +134,7 @@ pub async fn exact_signal_beats_simhash<I: Index>(idx: &I) {
     let t = base();
     assert_eq!(
         verdict(idx, &entry("a", t, fp(S, 1, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // Same content, SimHash far away: exact.
     assert_eq!(
@@ -151,7 +152,7 @@ pub async fn simhash_signal_up_to_k<I: Index>(idx: &I) {
     let t = base();
     assert_eq!(
         verdict(idx, &entry("a", t, fp(S, 1, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     assert_eq!(
         verdict(idx, &entry("b", t, fp(flip(3), 2, &[]))).await,
@@ -160,12 +161,12 @@ pub async fn simhash_signal_up_to_k<I: Index>(idx: &I) {
     // Distance 4 from `a` (and 7 from `b`), every block different: not found.
     assert_eq!(
         verdict(idx, &entry("c", t, fp(S ^ 0x0002_0002_0002_0002, 3, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // Distance 4 within one block: found by the other blocks, but beyond k.
     assert_eq!(
         verdict(idx, &entry("d", t, fp(S ^ 0xf000, 4, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
 }
 
@@ -174,7 +175,7 @@ pub async fn sentence_signal_needs_shared_sketch<I: Index>(idx: &I) {
     let sk = sketch(1, 12);
     assert_eq!(
         verdict(idx, &entry("a", t, fp(S, 1, &sk))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // 12 bits away (no block shared), whole sketch shared: a sentence duplicate.
     assert_eq!(
@@ -187,12 +188,12 @@ pub async fn sentence_signal_needs_shared_sketch<I: Index>(idx: &I) {
     one.sort_unstable();
     assert_eq!(
         verdict(idx, &entry("c", t, fp(!S, 3, &one))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // The whole sketch shared but 40 bits away: beyond any bound.
     assert_eq!(
         verdict(idx, &entry("d", t, fp(S ^ 0x0000_00ff_ffff_ffff, 4, &sk))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
 }
 
@@ -213,9 +214,9 @@ pub async fn dup_of_resolves_to_the_root<I: Index>(idx: &I) {
 pub async fn same_id_is_replayed_never_reinserted<I: Index>(idx: &I) {
     let t = base();
     let a = entry("a", t, fp(S, 1, &[]));
-    assert_eq!(verdict(idx, &a).await, Verdict::Unique);
+    assert_eq!(verdict(idx, &a).await, Verdict::UNIQUE);
     let again = insert(idx, &a).await;
-    assert_eq!((again.verdict, again.replayed), (Verdict::Unique, true));
+    assert_eq!((again.verdict, again.replayed), (Verdict::UNIQUE, true));
     let b = entry("b", t + 5, fp(S, 1, &[]));
     let first = insert(idx, &b).await;
     assert_eq!(first.verdict, dup("a", "a", 0, Signal::Exact, 0));
@@ -231,7 +232,7 @@ pub async fn same_id_is_replayed_never_reinserted<I: Index>(idx: &I) {
     );
     assert_eq!(
         verdict(idx, &entry("c", t, fp(!S, 99, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
 }
 
@@ -239,11 +240,11 @@ pub async fn query_writes_nothing<I: Index>(idx: &I) {
     let t = base();
     let a = entry("a", t, fp(S, 1, &[]));
     let q = idx.query(&a).await.unwrap();
-    assert_eq!((q.verdict, q.replayed), (Verdict::Unique, false));
+    assert_eq!((q.verdict, q.replayed), (Verdict::UNIQUE, false));
     assert_eq!(idx.get("a").await.unwrap(), None);
     // Still unique, so nothing was recorded.
-    assert_eq!(idx.query(&a).await.unwrap().verdict, Verdict::Unique);
-    assert_eq!(verdict(idx, &a).await, Verdict::Unique);
+    assert_eq!(idx.query(&a).await.unwrap().verdict, Verdict::UNIQUE);
+    assert_eq!(verdict(idx, &a).await, Verdict::UNIQUE);
     let b = entry("b", t, fp(S ^ 1, 2, &[]));
     let q = idx.query(&b).await.unwrap();
     assert_eq!(q.verdict, dup("a", "a", 1, Signal::Simhash, 0));
@@ -255,7 +256,7 @@ pub async fn query_writes_nothing<I: Index>(idx: &I) {
     );
     // A stored id gets its stored verdict.
     let q = idx.query(&entry("a", t, fp(!S, 7, &[]))).await.unwrap();
-    assert_eq!((q.verdict, q.replayed), (Verdict::Unique, true));
+    assert_eq!((q.verdict, q.replayed), (Verdict::UNIQUE, true));
 }
 
 pub async fn delete_forgets_an_article<I: Index>(idx: &I) {
@@ -271,7 +272,7 @@ pub async fn delete_forgets_an_article<I: Index>(idx: &I) {
     // No signal finds the deleted article any more.
     assert_eq!(
         verdict(idx, &entry("b", t, fp(S, 1, &sk))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // Its id can be used again, and is then compared like any other.
     assert_eq!(verdict(idx, &a).await, dup("b", "b", 0, Signal::Exact, 100));
@@ -289,7 +290,7 @@ pub async fn window_edges_are_inclusive<I: Index>(idx: &I) {
     // nothing.
     assert_eq!(
         verdict(idx, &entry("c", t - WINDOW - 1, fp(S, 1, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // A window and a millisecond after `a`: matches `b` only, still in `a`'s cluster.
     assert_eq!(
@@ -306,18 +307,18 @@ pub async fn empty_fingerprints_are_never_compared<I: Index>(idx: &I) {
     };
     assert_eq!(
         verdict(idx, &entry("e1", t, empty.clone())).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     assert_eq!(
         verdict(idx, &entry("e2", t, empty.clone())).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     assert_eq!(idx.get("e2").await.unwrap().unwrap().fingerprint, empty);
     assert!(insert(idx, &entry("e1", t, empty)).await.replayed);
     // A real article with the same content hash does not match them either.
     assert_eq!(
         verdict(idx, &entry("r", t, fp(0, 5, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
 }
 
@@ -330,7 +331,7 @@ pub async fn get_returns_what_was_stored<I: Index>(idx: &I) {
     let got = idx.get("a/é|:1").await.unwrap().unwrap();
     assert_eq!(
         (got.id.as_str(), got.ts_ms, &got.fingerprint, &got.verdict),
-        (a.id.as_str(), a.ts_ms, &a.fingerprint, &Verdict::Unique)
+        (a.id.as_str(), a.ts_ms, &a.fingerprint, &Verdict::UNIQUE)
     );
     let got = idx.get("b").await.unwrap().unwrap();
     assert_eq!(
@@ -387,7 +388,7 @@ pub async fn empty_ids_are_refused<I: Index>(idx: &I) {
     // Nothing was stored: a real article with that fingerprint is unique.
     assert_eq!(
         verdict(idx, &entry("a", base(), fp(S, 1, &[]))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
 }
 
@@ -420,7 +421,7 @@ pub async fn block_neighbours_beyond_k_need_the_sketch_index<I: Index>(idx: &I) 
     b_sketch.extend_from_slice(&a_sketch[lookup..]);
     assert_eq!(
         verdict(idx, &entry("b", t, fp(S ^ 0x1f, 2, &b_sketch))).await,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // The same distance with the whole sketch shared: the sketch index links
     // them, and the sentence signal decides.
@@ -448,7 +449,7 @@ pub async fn a_hash_lists_only_its_first_articles<I: Index>(idx: &I) {
         sk.sort_unstable();
         let e = entry(&format!("a{i}"), t, fp(simhash, 1000 + i, &sk));
         let out = insert(idx, &e).await;
-        assert_eq!(out.verdict, Verdict::Unique, "a{i}");
+        assert_eq!(out.verdict, Verdict::UNIQUE, "a{i}");
         assert_eq!(
             out.examined as usize,
             (i as usize).min(LISTED_PER_HASH),

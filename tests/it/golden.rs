@@ -1,4 +1,4 @@
-//! Golden vectors for fingerprint v2 (`docs/fingerprint.md`).
+//! Golden vectors for fingerprint v3 (`docs/fingerprint.md`).
 //!
 //! These pin the recipe: normalization, jieba segmentation and its dictionary,
 //! the stop-word lists, jieba's IDF table, SipHash keys, fixed-point weights and the
@@ -21,6 +21,8 @@ struct Golden {
     content: &'static str,
     signatures: &'static [&'static str],
     numbers: &'static [&'static str],
+    shingles: &'static [&'static str],
+    size: u16,
     words: u32,
 }
 
@@ -32,6 +34,8 @@ const GOLDEN: &[Golden] = &[
         content: "a5190c68a5f212f3",
         signatures: &["5d328a9a", "6c51090e", "7a39cc90", "d00f2e8c", "f4ca4981"],
         numbers: &["1786", "74ac", "834a", "e8ab"],
+        shingles: &["0384", "039d", "04a3", "0510", "09ff", "0aee", "0b27", "0d1a", "1ab3", "220f", "2e52", "360b", "3cb0", "4c43", "4c8f", "4dec", "5343", "557b", "55f5", "5ef1", "6185", "6f40", "84cd", "899d", "8b90", "8dea", "96f1", "9c13", "9ed0", "9f88", "a5a4", "a9d2", "b498", "bfd5", "c17e", "c1eb", "c96f", "ca90", "ce4a", "d04c", "d235", "d434", "e550", "e892", "e8a9", "eb03", "f2dc", "fa60", "fe17"],
+        size: 127,
         words: 40,
     },
     Golden {
@@ -41,6 +45,8 @@ const GOLDEN: &[Golden] = &[
         content: "4edc5ee70c71052d",
         signatures: &["5a8b614c", "a0aced22", "ad889a46", "cf75ca15", "ef3501eb"],
         numbers: &["3ad0", "51a1", "6dd6", "858e", "d3d2", "dc14"],
+        shingles: &["1d3c", "3b50", "45f7", "4a2d", "4e7f", "6cc6", "7294", "76da", "76e1", "7761", "8a61", "91a1", "a780", "ab9f", "ae9f", "b3b2", "b8a5", "bc3b", "cde6", "dc18", "debe", "e03d", "e5cb", "eefe", "f056", "fcef"],
+        size: 177,
         words: 33,
     },
     Golden {
@@ -50,6 +56,8 @@ const GOLDEN: &[Golden] = &[
         content: "206423ec14d216a3",
         signatures: &["5ad33f58", "6c0968ca", "9e098ee0", "d7f1e191"],
         numbers: &["6544", "e8ab", "f594"],
+        shingles: &["0b65", "100b", "15d8", "1ec4", "1f41", "305d", "345a", "397a", "4caa", "8e2c", "ac47", "b1f1", "b243", "b8ba", "ba4e", "c595", "c997", "e4bf", "edfa", "f792", "f81c", "fc3d"],
+        size: 81,
         words: 26,
     },
     Golden {
@@ -59,6 +67,8 @@ const GOLDEN: &[Golden] = &[
         content: "b329798eb76ab68f",
         signatures: &["261af16e"],
         numbers: &[],
+        shingles: &["1e69", "4f18", "612b", "6a0e", "bd23"],
+        size: 20,
         words: 8,
     },
     Golden {
@@ -68,6 +78,8 @@ const GOLDEN: &[Golden] = &[
         content: "5cf2c6af7d459ee5",
         signatures: &[],
         numbers: &[],
+        shingles: &[],
+        size: 0,
         words: 0,
     },
     Golden {
@@ -77,6 +89,8 @@ const GOLDEN: &[Golden] = &[
         content: "0748b5017d864587",
         signatures: &[],
         numbers: &["4749", "858e", "95f6", "d452", "dd49", "e934", "ee41", "f264"],
+        shingles: &["23ff", "448a", "730e", "7c1d", "91f9", "9625", "ea94"],
+        size: 76,
         words: 14,
     },
     Golden {
@@ -86,6 +100,8 @@ const GOLDEN: &[Golden] = &[
         content: "8f3e80e55b4f4fcd",
         signatures: &["6f417411", "dd208700"],
         numbers: &[],
+        shingles: &["01b1", "71eb", "8678", "95fb", "dee0", "f02e"],
+        size: 36,
         words: 9,
     },
 ];
@@ -94,8 +110,17 @@ const GOLDEN: &[Golden] = &[
 const NEWS_HASH: &str = "cccef3ae64a1d28e";
 
 #[test]
-fn version_is_2() {
-    assert_eq!(FINGERPRINT_VERSION, 2);
+fn version_is_3() {
+    assert_eq!(FINGERPRINT_VERSION, 3);
+}
+
+/// The Unicode versions `docs/fingerprint.md` names for properties, lowercase
+/// mappings, word boundaries and NFKC.
+#[test]
+fn unicode_versions_are_the_documented_ones() {
+    assert_eq!(char::UNICODE_VERSION, (17, 0, 0));
+    assert_eq!(unicode_segmentation::UNICODE_VERSION, (17, 0, 0));
+    assert_eq!(unicode_normalization::UNICODE_VERSION, (18, 0, 0));
 }
 
 /// Normalization (§1 of the spec), one vector per rule a port could read another
@@ -300,6 +325,11 @@ fn golden_vectors() {
                 .iter()
                 .map(|n| format!("{n:04x}"))
                 .collect::<Vec<_>>(),
+            f.shingles
+                .iter()
+                .map(|v| format!("{v:04x}"))
+                .collect::<Vec<_>>(),
+            f.size,
             f.words,
         );
         let want = (
@@ -310,6 +340,8 @@ fn golden_vectors() {
                 .map(|s| s.to_string())
                 .collect::<Vec<_>>(),
             g.numbers.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            g.shingles.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            g.size,
             g.words,
         );
         if got != want {
@@ -318,7 +350,7 @@ fn golden_vectors() {
     }
     assert!(
         failures.is_empty(),
-        "fingerprint v2 changed:\n{}",
+        "fingerprint v3 changed:\n{}",
         failures.join("\n")
     );
 }

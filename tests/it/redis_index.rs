@@ -111,7 +111,7 @@ async fn large_buckets_have_one_block_set_per_position() {
     let a = entry("a", t, fp(0x0123_4567_0123_cdef, 1, &sketch(1, 12)));
     assert_eq!(
         idx.check_and_insert(&a).await.unwrap().verdict,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     let label = idx_label(&idx, t);
     let mut conn = server.connection();
@@ -242,14 +242,14 @@ async fn an_insert_through_a_full_list_is_no_conflict() {
         );
         assert_eq!(
             other.check_and_insert(&a).await.unwrap().verdict,
-            Verdict::Unique
+            Verdict::UNIQUE
         );
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query(&mut conn)
             .unwrap();
         let out = idx.check_and_insert_on_the_view_as_is(&b).await.unwrap();
-        assert_eq!(out.verdict, Verdict::Unique, "one shared hash of twelve");
+        assert_eq!(out.verdict, Verdict::UNIQUE, "one shared hash of twelve");
         let expected = if full { 1 } else { 2 };
         assert_eq!(
             commits_run(&mut conn),
@@ -301,7 +301,7 @@ async fn what_was_inserted_since_is_read_whole_and_deletes_are_skipped() {
         );
         assert_eq!(
             other.check_and_insert(&a).await.unwrap().verdict,
-            Verdict::Unique
+            Verdict::UNIQUE
         );
         if deleted {
             assert!(other.delete(&a.id).await.unwrap());
@@ -311,7 +311,7 @@ async fn what_was_inserted_since_is_read_whole_and_deletes_are_skipped() {
             .query(&mut conn)
             .unwrap();
         let out = idx.check_and_insert_on_the_view_as_is(&b).await.unwrap();
-        assert_eq!(out.verdict, Verdict::Unique, "one shared hash of 12");
+        assert_eq!(out.verdict, Verdict::UNIQUE, "one shared hash of 12");
         assert_eq!(
             commits_run(&mut conn),
             commits,
@@ -334,7 +334,7 @@ async fn a_bucket_past_its_retention_does_not_hold_up_the_next() {
     let old = entry("old", t, fp(0x1111_2222_3333_4444, 1, &sketch(1, 12)));
     assert_eq!(
         idx.check_and_insert(&old).await.unwrap().verdict,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     idx.sync().await.unwrap();
     assert_eq!(idx.view_articles(), 1);
@@ -356,7 +356,7 @@ async fn a_bucket_past_its_retention_does_not_hold_up_the_next() {
         .check_and_insert(&next)
         .await
         .expect("the next bucket opens");
-    assert_eq!(out.verdict, Verdict::Unique);
+    assert_eq!(out.verdict, Verdict::UNIQUE);
     let fresh = connect(&server.url(), "expired").await;
     let later = entry(
         "later",
@@ -365,12 +365,12 @@ async fn a_bucket_past_its_retention_does_not_hold_up_the_next() {
     );
     assert_eq!(
         fresh.check_and_insert(&later).await.unwrap().verdict,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     assert_eq!(
         idx.check_and_insert(&later).await.unwrap(),
         Outcome {
-            verdict: Verdict::Unique,
+            verdict: Verdict::UNIQUE,
             replayed: true,
             examined: 0,
         }
@@ -391,7 +391,7 @@ async fn an_unreadable_article_record_holds_up_nothing() {
     for e in [&a, &b] {
         assert_eq!(
             idx.check_and_insert(e).await.unwrap().verdict,
-            Verdict::Unique
+            Verdict::UNIQUE
         );
     }
     // A process whose view filed it before, without reading it.
@@ -416,12 +416,12 @@ async fn an_unreadable_article_record_holds_up_nothing() {
         assert_eq!(out.verdict.duplicate().unwrap().dup_of, "b");
         // A copy of the unreadable article finds nothing to match.
         let out = process.query(&copy_of(&a)).await.unwrap();
-        assert_eq!(out.verdict, Verdict::Unique);
+        assert_eq!(out.verdict, Verdict::UNIQUE);
     }
     let c = entry("c", t, fp(0x9999_aaaa_bbbb_cccc, 3, &sketch(3, 12)));
     assert_eq!(
         fresh.check_and_insert(&c).await.unwrap().verdict,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
 }
 
@@ -467,7 +467,7 @@ async fn a_stale_view_gives_the_verdict_of_now() {
     }
     // Stored in between under the id checked: a replay.
     let twice = other.check_and_insert(&copies[3]).await.unwrap();
-    assert_eq!((twice.verdict, twice.replayed), (Verdict::Unique, false));
+    assert_eq!((twice.verdict, twice.replayed), (Verdict::UNIQUE, false));
     use simdedup::decision::Signal;
     let dup = |root: &str, distance, signal: Signal| {
         Verdict::Duplicate(simdedup::index::Duplicate {
@@ -493,13 +493,13 @@ async fn a_stale_view_gives_the_verdict_of_now() {
     );
     let replay = as_is(copies[3].clone()).await;
     assert!(replay.replayed, "{replay:?}");
-    assert_eq!(replay.verdict, Verdict::Unique);
+    assert_eq!(replay.verdict, Verdict::UNIQUE);
     // Nothing stored since: the same as a plain check, and then a replay.
     let fresh = entry("fresh", t + 20, fp(0x5555_aaaa_3333_cccc, 11, &[]));
-    assert_eq!(as_is(fresh.clone()).await.verdict, Verdict::Unique);
+    assert_eq!(as_is(fresh.clone()).await.verdict, Verdict::UNIQUE);
     let again = as_is(fresh).await;
     assert!(
-        again.replayed && again.verdict == Verdict::Unique,
+        again.replayed && again.verdict == Verdict::UNIQUE,
         "{again:?}"
     );
 }
@@ -513,7 +513,7 @@ async fn articles_past_their_retention_are_decided_but_not_stored() {
         .check_and_insert(&entry("old", old, fp(S, 1, &[])))
         .await
         .unwrap();
-    assert_eq!((out.verdict, out.replayed), (Verdict::Unique, false));
+    assert_eq!((out.verdict, out.replayed), (Verdict::UNIQUE, false));
     assert_eq!(idx.get("old").await.unwrap(), None);
     assert_eq!(
         keys_of(&mut server.connection(), "old"),
@@ -574,11 +574,11 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.counter(&label), "r"])),
         (72 * 3_600_000).to_string()
     );
-    // And the key layout it was written with: l = 2.
+    // And the key layout it was written with: l = 3.
     let fields: Vec<String> =
         redis::from_redis_value(q(&mut c, &["HKEYS", &k.counter(&label)])).unwrap();
     assert_eq!(fields, ["n", "k", "r", "l"]);
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "2");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "3");
     // Handle 1's recent record, as the walkthrough shows its first 24 bytes:
     // 1 + one sketch hash, the id hash's top 24 bits, SimHash, content hash,
     // the sketch hash (little-endian), then zeros to 68 bytes.
@@ -633,8 +633,13 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.links(&label, 1), "1"])),
         format!("{label}:2")
     );
-    // simhash, content, one sketch hash, no numbers, the number count.
-    assert_eq!(packed.len(), 16 + 4 + 1);
+    // simhash, content, one sketch hash, no numbers, no shingles, then the
+    // size, the shingle gaps' width and the three counts.
+    assert_eq!(packed.len(), 16 + 4 + 6);
+    assert_eq!(
+        articles[1][..28],
+        *b"\x1a\x00\xef\xcd\xab\x89gE#\x01\xed\xfe\x00\x00\x00\x00\x00\x00\xbb\xbb\xaa\xaa\x00\x00\x00\x01\x00\x00"
+    );
     let back = simdedup::index::redis::decode_fingerprint(&packed, 40).unwrap();
     assert_eq!(back, a.fingerprint);
     let buckets: Vec<String> =
@@ -681,7 +686,7 @@ async fn views_follow_each_other() {
     let original = entry("orig", t, fp(S, 1, &sketch(1, 12)));
     assert_eq!(
         a.check_and_insert(&original).await.unwrap().verdict,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     // b has never seen it: its view learns it at its check.
     let copy = entry("copy", t + 1, fp(S ^ 1, 2, &sketch(2, 12)));
@@ -703,7 +708,7 @@ async fn views_follow_each_other() {
     let third = entry("third", t + 2, fp(S ^ 2, 3, &sketch(3, 12)));
     assert_eq!(
         b.check_and_insert(&third).await.unwrap().verdict,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     b.sync().await.unwrap();
     assert_eq!(b.view_articles(), 1);
@@ -853,7 +858,7 @@ async fn an_own_delete_is_seen_at_once_while_a_sync_is_under_way() {
         let gone = entry(&format!("gone-{round}"), t, fp(s, 1 << 40 | round, &[]));
         assert_eq!(
             idx.check_and_insert(&gone).await.unwrap().verdict,
-            Verdict::Unique
+            Verdict::UNIQUE
         );
         assert!(idx.delete(&gone.id).await.unwrap());
         let copy = entry(&format!("copy-{round}"), t, fp(s ^ 1, 2 << 40 | round, &[]));
@@ -933,7 +938,7 @@ async fn race_near_duplicate_groups(options: RedisIndexOptions, processes: usize
             let out = out.unwrap_or_else(|e| panic!("{id}: {e}"));
             assert!(!out.replayed, "{id} replayed");
             match out.verdict {
-                Verdict::Unique => uniques.entry(g).or_default().push(id),
+                Verdict::Unique { .. } => uniques.entry(g).or_default().push(id),
                 Verdict::Duplicate(d) => dups.push((g, d.dup_of)),
             }
         }
@@ -991,7 +996,7 @@ async fn racing_unrelated_versions_of_one_id_insert_it_once() {
             for task in tasks {
                 let out = task.await.unwrap();
                 fresh += usize::from(!out.replayed);
-                assert_eq!(out.verdict, Verdict::Unique, "round {round}");
+                assert_eq!(out.verdict, Verdict::UNIQUE, "round {round}");
             }
             assert_eq!(fresh, 1, "round {round}");
         }
@@ -1313,7 +1318,7 @@ async fn exercise_the_index(idx: &RedisIndex) {
     let c = entry("c", t + 2, fp(S ^ 0x0007_0007_0007_0007, 3, &sketch(1, 12)));
     assert_eq!(
         idx.check_and_insert(&a).await.unwrap().verdict,
-        Verdict::Unique
+        Verdict::UNIQUE
     );
     for e in [&b, &c] {
         assert!(matches!(

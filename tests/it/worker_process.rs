@@ -371,6 +371,7 @@ fn worker_refuses_a_namespace_written_with_another_bucket_length() {
             signatures: vec![1, 2, 3],
             words: 40,
             numbers: Vec::new(),
+            ..Default::default()
         };
         idx.check_and_insert(&IndexEntry {
             id: "a".into(),
@@ -460,4 +461,135 @@ fn produce_at_a_rate_spreads_the_entries_over_time() {
         30,
         "nothing added by refused runs"
     );
+}
+
+/// Partial copies through the streams: two workers sharing the Redis index
+/// give every article of a generated set the verdict `simdedup scan` gives
+/// it — excerpts and abridgments duplicates of their story (`excerpt`), a
+/// full story after its flash unique and naming the flash (`expands`).
+#[test]
+fn scan_and_two_workers_agree_on_partial_copies() {
+    let server = RedisServer::start();
+    let keys = Keys::new("partial");
+    let mut conn = server.connection();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    // (id, text) in arrival order: per story, its variants in turn.
+    let mut articles: Vec<(String, String)> = Vec::new();
+    for g in 0..12u64 {
+        let s = story(g, 24);
+        let text = |range: std::ops::Range<usize>| s[range].join(" ");
+        match g % 3 {
+            0 => {
+                articles.push((format!("s{g}-flash"), text(0..5)));
+                articles.push((format!("s{g}-story"), text(0..24)));
+            }
+            1 => {
+                articles.push((format!("s{g}-story"), text(0..24)));
+                articles.push((format!("s{g}-excerpt"), text(8..16)));
+                // Three runs of four paragraphs kept, three cut.
+                let abridged = [text(0..4), text(8..12), text(16..20)].join(" ");
+                articles.push((format!("s{g}-abridged"), abridged));
+            }
+            _ => {
+                articles.push((format!("s{g}-story"), text(0..24)));
+                let lead = story(1000 + g, 1).concat();
+                articles.push((format!("s{g}-excerpt"), format!("{lead} {}", text(3..12))));
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("in.jsonl");
+    let lines: String = articles
+        .iter()
+        .enumerate()
+        .map(|(i, (id, text))| {
+            let ts = now - 3_600_000 + 60_000 * i as u64;
+            serde_json::json!({"id": id, "text": text, "ts": ts}).to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&jsonl, lines).unwrap();
+
+    let scanned = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args(["scan", jsonl.to_str().unwrap()])
+        .env_remove("SIMDEDUP_CONFIG")
+        .output()
+        .unwrap();
+    assert!(scanned.status.success());
+    let field = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
+    let by_scan: Vec<[String; 4]> = String::from_utf8(scanned.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            [
+                field(&v, "id"),
+                field(&v, "verdict"),
+                format!("{}{}", field(&v, "dup_of"), field(&v, "signal")),
+                field(&v, "expands"),
+            ]
+        })
+        .collect();
+    // What the set is built to hold, as scan finds it.
+    let of = |id: &str| by_scan.iter().find(|r| r[0] == id).unwrap().clone();
+    for g in 0..12u64 {
+        match g % 3 {
+            0 => {
+                let story = of(&format!("s{g}-story"));
+                assert_eq!(
+                    story[1..],
+                    ["unique", "", &format!("s{g}-flash")],
+                    "{story:?}"
+                );
+            }
+            1 => {
+                for copy in ["excerpt", "abridged"] {
+                    let r = of(&format!("s{g}-{copy}"));
+                    let want = format!("s{g}-storyexcerpt");
+                    assert_eq!(r[1..3], ["duplicate", &want], "{r:?}");
+                }
+            }
+            _ => {
+                let r = of(&format!("s{g}-excerpt"));
+                assert_eq!(
+                    r[1..3],
+                    ["duplicate", &format!("s{g}-storyexcerpt")],
+                    "{r:?}"
+                );
+            }
+        }
+    }
+
+    let (pa, pb) = (free_port(), free_port());
+    let _a = spawn_worker_with(&server, "partial", "a", pa, "redis");
+    let _b = spawn_worker_with(&server, "partial", "b", pb, "redis");
+    wait_until("both ready", LIMIT, || {
+        http_get(pa, "/readyz").map(|r| r.0) == Some(200)
+            && http_get(pb, "/readyz").map(|r| r.0) == Some(200)
+    });
+    run_simdedup(
+        &server,
+        &["produce", jsonl.to_str().unwrap(), "--namespace", "partial"],
+    );
+    wait_until("all outputs", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= articles.len()
+    });
+    let mut by_workers: Vec<[String; 4]> = read_stream(&mut conn, &keys.output_stream())
+        .into_iter()
+        .map(|(_, f)| {
+            let get = |k: &str| f.get(k).cloned().unwrap_or_default();
+            [
+                get("id"),
+                get("verdict"),
+                format!("{}{}", get("dup_of"), get("signal")),
+                get("expands"),
+            ]
+        })
+        .collect();
+    let mut by_scan = by_scan;
+    by_scan.sort();
+    by_workers.sort();
+    assert_eq!(by_workers, by_scan);
 }

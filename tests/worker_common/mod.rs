@@ -144,6 +144,15 @@ pub fn article_text(g: u64, v: u64) -> String {
     sentences.join(" ")
 }
 
+/// Story `g`'s `n` sentences, twelve of its own words each: text of one
+/// story that shares no 5-gram with another's.
+pub fn story(g: u64, n: usize) -> Vec<String> {
+    words(g * 7919 + 3, 12 * n)
+        .chunks(12)
+        .map(|c| c.join(" ") + ".")
+        .collect()
+}
+
 /// XADD an entry with the given fields; returns its id.
 pub fn xadd(conn: &mut redis::Connection, keys: &Keys, fields: &[(&str, &[u8])]) -> String {
     let mut cmd = redis::cmd("XADD");

@@ -229,7 +229,7 @@ impl RedisIndex {
             .iter()
             .map(|entry| {
                 let place = self.placement(entry);
-                let meta = place.meta(entry, &Verdict::Unique);
+                let meta = place.meta(entry, &Verdict::UNIQUE);
                 (place, meta)
             })
             .collect();
@@ -275,28 +275,19 @@ impl RedisIndex {
 /// and a duplicate linked to its match's root.
 fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Candidate>, cfg: &DecisionConfig) -> Verdict {
     if entry.fingerprint.is_empty() {
-        return Verdict::Unique;
+        return Verdict::UNIQUE;
     }
     cands.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
     cands.dedup_by(|a, b| a.label == b.label && a.handle == b.handle);
-    let views = cands.iter().map(|c| CandidateView {
-        id: &c.meta.id,
-        simhash: c.fp.simhash,
-        content: c.fp.content,
-        signatures: &c.fp.signatures,
-        numbers: &c.fp.numbers,
-        ts_ms: c.ts_ms,
+    let views = cands
+        .iter()
+        .map(|c| CandidateView::of(&c.meta.id, &c.fp, c.ts_ms));
+    let decision = decide(&entry.fingerprint, entry.ts_ms, views, cfg);
+    let root = decision.matched.as_ref().and_then(|m| {
+        let c = cands.iter().find(|c| c.meta.id == m.id)?;
+        c.meta.verdict.duplicate().map(|d| d.dup_of.clone())
     });
-    match decide(&entry.fingerprint, entry.ts_ms, views, cfg) {
-        None => Verdict::Unique,
-        Some(m) => {
-            let root = cands
-                .iter()
-                .find(|c| c.meta.id == m.id)
-                .and_then(|c| c.meta.verdict.duplicate().map(|d| d.dup_of.clone()));
-            Verdict::from_match(m, root.as_deref())
-        }
-    }
+    Verdict::from_decision(decision, root.as_deref())
 }
 
 /// Where an article is stored and looked for.

@@ -7,11 +7,17 @@
 //!   packed fingerprint · meta` ([`encode_article`]); an empty element is a
 //!   deleted article (or handle 0, which no article has).
 //! - **fingerprint** (binary, little-endian): `simhash u64 · content
-//!   u64 · signatures u32 × n · numbers u16 × m · m u8`, 17 + 4n + 2m bytes (81
-//!   for the default 12-hash sketch and 8-hash number sketch). The clause sketch
-//!   follows the content hash directly because `lua/commit.lua` reads its
-//!   lookup hashes at byte 17 on; the number count comes last so both sketches
-//!   can vary in length. The timestamp and word count live in the meta.
+//!   u64 · signatures u32 × n · numbers u16 × m · shingles · size u16 · w u8 ·
+//!   n u8 · m u8 · s u8`, 22 + 4n + 2m + ⌈s·w/8⌉ bytes (about 150 for the
+//!   default 12-hash sketch, 8-hash number sketch and 48-value shingle
+//!   sample). The shingle sample, cut to [`SAMPLE`] values, is stored as the
+//!   gaps between its sorted values (the first from -1), each less one, in
+//!   `w` bits (the widest gap's), packed least significant bit first: about
+//!   10 bits a value where 16 would hold it plain, 35 bytes an article. The
+//!   clause sketch follows the content hash directly because `lua/commit.lua`
+//!   reads its lookup hashes at byte 17 on; the counts come last, the
+//!   sketch's [`PACKED_SKETCH_COUNT_AT`] bytes from the end, so every part can
+//!   vary in length. The timestamp and word count live in the meta.
 //! - **recent record** (`r:` strings, binary, [`RECENT_STRIDE`] bytes):
 //!   `1 + n u8` (n sketch hashes; 255 when the sketch has more than
 //!   [`RECENT_SKETCH`]: the record holds the first ones, and `lua/commit.lua`
@@ -21,11 +27,12 @@
 //!   since a worker's view: the keys it meets others through. A deleted
 //!   article's first byte is 0.
 //! - **meta** (text): `<ts offset>|<words>|u|<id>` for a kept
-//!   article; for a duplicate `<ts offset>|<words>|d|<distance>|<signal>|<len
+//!   article, `<ts offset>|<words>|x|<len expands>|<expands><id>` for one that
+//!   expands an earlier one; for a duplicate `<ts offset>|<words>|d|<distance>|<signal>|<len
 //!   dup_of>|<dup_of><id>` when it matched its cluster's root itself, else
 //!   `…|D|<distance>|<signal>|<len matched>|<len dup_of>|<matched><dup_of><id>`
 //!   (ts offset = ms since the bucket start; signal `e`xact, `h` SimHash
-//!   (Hamming), `s`entence, followed by the estimated overlap in hundredths,
+//!   (Hamming), `s`entence, e`x`cerpt, followed by the estimated overlap in hundredths,
 //!   `h83`, `e100`; lengths in bytes, so ids may contain any character). A
 //!   signal letter without digits reads as a verdict whose overlap is not
 //!   known.
@@ -38,13 +45,25 @@
 use crate::decision::Signal;
 use crate::fingerprint::Fingerprint;
 use crate::index::{Duplicate, Verdict};
-use crate::keys::{id_hash, RECENT_SKETCH, RECENT_STRIDE};
+use crate::keys::{id_hash, PACKED_SKETCH_COUNT_AT, RECENT_SKETCH, RECENT_STRIDE};
+use crate::shingles::SAMPLE;
 
+/// The SimHash and content hash.
 const FIXED: usize = 16;
 
-/// Pack a fingerprint's hashes (not its word count: see [`encode_meta`]).
+/// The size, the shingle gaps' width and the three counts after the parts of
+/// a packed fingerprint: `size u16 · w u8 · n u8 · m u8 · s u8`, the sketch's
+/// count n where the scripts read it.
+const TRAILER: usize = 6;
+const _: () = assert!(PACKED_SKETCH_COUNT_AT == 3);
+
+/// Pack a fingerprint's hashes and size (not its word count: see
+/// [`encode_meta`]); of its shingle sample, the [`SAMPLE`] smallest.
 pub fn encode_fingerprint(fp: &Fingerprint) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FIXED + 4 * fp.signatures.len() + 2 * fp.numbers.len() + 1);
+    let shingles = &fp.shingles[..fp.shingles.len().min(SAMPLE)];
+    let (gaps, width) = encode_gaps(shingles);
+    let parts = 4 * fp.signatures.len() + 2 * fp.numbers.len() + gaps.len();
+    let mut out = Vec::with_capacity(FIXED + parts + TRAILER);
     out.extend_from_slice(&fp.simhash.to_le_bytes());
     out.extend_from_slice(&fp.content.to_le_bytes());
     for s in &fp.signatures {
@@ -53,9 +72,58 @@ pub fn encode_fingerprint(fp: &Fingerprint) -> Vec<u8> {
     for n in &fp.numbers {
         out.extend_from_slice(&n.to_le_bytes());
     }
-    // The number sketch holds at most NUMBER_SKETCH (8) hashes.
-    out.push(u8::try_from(fp.numbers.len()).expect("number sketch fits a byte"));
+    out.extend_from_slice(&gaps);
+    out.extend_from_slice(&fp.size.to_le_bytes());
+    let count = |n: usize, what: &str| {
+        u8::try_from(n).unwrap_or_else(|_| panic!("a {what} of {n} hashes does not fit a byte"))
+    };
+    out.push(width);
+    // The sketches are at most MAX_SIGNATURES and NUMBER_SKETCH long.
+    out.push(count(fp.signatures.len(), "clause sketch"));
+    out.push(count(fp.numbers.len(), "number sketch"));
+    out.push(count(shingles.len(), "shingle sample"));
     out
+}
+
+/// The gaps of sorted, distinct `values` (the first from -1), each less
+/// one, packed in the fewest bits that hold the widest, least significant
+/// bit first; and that width.
+fn encode_gaps(values: &[u16]) -> (Vec<u8>, u8) {
+    let gaps = || {
+        values.iter().scan(-1i32, |last, &v| {
+            let gap = i32::from(v) - *last - 1;
+            *last = i32::from(v);
+            Some(gap as u32)
+        })
+    };
+    let width = 32 - gaps().max().unwrap_or(0).leading_zeros();
+    let mut out = vec![0u8; (values.len() * width as usize).div_ceil(8)];
+    for (k, gap) in gaps().enumerate() {
+        for bit in 0..width {
+            if gap >> bit & 1 == 1 {
+                let at = k * width as usize + bit as usize;
+                out[at / 8] |= 1 << (at % 8);
+            }
+        }
+    }
+    (out, width as u8)
+}
+
+/// The `count` values [`encode_gaps`] packed in `width` bits each; `None`
+/// when they do not fit 16 bits.
+fn decode_gaps(bytes: &[u8], count: usize, width: u8) -> Option<Vec<u16>> {
+    let mut values = Vec::with_capacity(count);
+    let mut last = -1i32;
+    for k in 0..count {
+        let mut gap = 0u32;
+        for bit in 0..u32::from(width) {
+            let at = k * usize::from(width) + bit as usize;
+            gap |= u32::from(bytes[at / 8] >> (at % 8) & 1) << bit;
+        }
+        last += gap as i32 + 1;
+        values.push(u16::try_from(last).ok()?);
+    }
+    Some(values)
 }
 
 /// The recent record of article `id` (see the module's notes).
@@ -73,17 +141,42 @@ pub fn encode_recent(id: &str, fp: &Fingerprint) -> Vec<u8> {
     out
 }
 
-/// A packed fingerprint's parts, read in place: SimHash, content hash, and the
-/// bytes of the clause sketch (u32 LE each) and of the number sketch (u16 LE
-/// each).
-pub(crate) fn packed_parts(bytes: &[u8]) -> Option<(u64, u64, &[u8], &[u8])> {
-    let (&m, body) = bytes.split_last()?;
-    let end = body
-        .len()
-        .checked_sub(2 * usize::from(m))
-        .filter(|&end| end >= FIXED && (end - FIXED) % 4 == 0)?;
-    let u64_at = |i: usize| u64::from_le_bytes(body[i..i + 8].try_into().expect("8 bytes"));
-    Some((u64_at(0), u64_at(8), &body[FIXED..end], &body[end..]))
+/// A packed fingerprint's parts, read in place: the bytes of the clause
+/// sketch (u32 LE each), of the number sketch (u16 LE each), and of the
+/// shingle sample's gaps (`shingle_count` of `shingle_width` bits).
+pub(crate) struct Packed<'a> {
+    pub(crate) simhash: u64,
+    pub(crate) content: u64,
+    pub(crate) sketch: &'a [u8],
+    pub(crate) numbers: &'a [u8],
+    pub(crate) shingles: &'a [u8],
+    pub(crate) shingle_count: usize,
+    pub(crate) shingle_width: u8,
+    pub(crate) size: u16,
+}
+
+/// Read a packed fingerprint ([`encode_fingerprint`]); `None` when its
+/// counts do not fit its length.
+pub(crate) fn packed_parts(bytes: &[u8]) -> Option<Packed<'_>> {
+    let body = bytes.len().checked_sub(TRAILER)?;
+    let [size0, size1, w, n, m, s] = bytes[body..] else {
+        return None;
+    };
+    let sketch_end = FIXED + 4 * usize::from(n);
+    let numbers_end = sketch_end + 2 * usize::from(m);
+    let gaps = (usize::from(s) * usize::from(w)).div_ceil(8);
+    (w <= 16 && numbers_end + gaps == body).then_some(())?;
+    let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+    Some(Packed {
+        simhash: u64_at(0),
+        content: u64_at(8),
+        sketch: &bytes[FIXED..sketch_end],
+        numbers: &bytes[sketch_end..numbers_end],
+        shingles: &bytes[numbers_end..body],
+        shingle_count: usize::from(s),
+        shingle_width: w,
+        size: u16::from_le_bytes([size0, size1]),
+    })
 }
 
 pub(crate) fn u32s(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
@@ -100,14 +193,21 @@ pub(crate) fn u16s(bytes: &[u8]) -> impl Iterator<Item = u16> + '_ {
 
 /// Unpack what [`encode_fingerprint`] packed; `words` comes from the meta.
 pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, String> {
-    let (simhash, content, sketch, numbers) = packed_parts(bytes)
-        .ok_or_else(|| format!("packed fingerprint has {} bytes", bytes.len()))?;
+    let p = packed_parts(bytes).ok_or_else(|| {
+        format!(
+            "packed fingerprint of {} bytes does not hold what its counts say",
+            bytes.len()
+        )
+    })?;
     Ok(Fingerprint {
-        simhash,
-        content,
+        simhash: p.simhash,
+        content: p.content,
         words,
-        signatures: u32s(sketch).collect(),
-        numbers: u16s(numbers).collect(),
+        signatures: u32s(p.sketch).collect(),
+        numbers: u16s(p.numbers).collect(),
+        shingles: decode_gaps(p.shingles, p.shingle_count, p.shingle_width)
+            .ok_or("packed shingle sample runs past 16 bits")?,
+        size: p.size,
     })
 }
 
@@ -124,7 +224,10 @@ pub struct Meta {
 /// Text of an article's time, word count, id and verdict.
 pub fn encode_meta(id: &str, verdict: &Verdict, ts_offset: u32, words: u32) -> String {
     match verdict {
-        Verdict::Unique => format!("{ts_offset}|{words}|u|{id}"),
+        Verdict::Unique { expands: None } => format!("{ts_offset}|{words}|u|{id}"),
+        Verdict::Unique {
+            expands: Some(expands),
+        } => format!("{ts_offset}|{words}|x|{}|{expands}{id}", expands.len()),
         // The usual duplicate matched its cluster's root itself: name it once.
         Verdict::Duplicate(d) if d.matched == d.dup_of => format!(
             "{ts_offset}|{words}|d|{}|{}|{}|{}{id}",
@@ -152,6 +255,7 @@ fn signal_letter(signal: Signal) -> char {
         Signal::Exact => 'e',
         Signal::Simhash => 'h',
         Signal::Sentence => 's',
+        Signal::Excerpt => 'x',
     }
 }
 
@@ -171,6 +275,7 @@ fn read_signal_field(field: &str) -> Option<(Signal, Option<u8>)> {
         "e" => Signal::Exact,
         "h" => Signal::Simhash,
         "s" => Signal::Sentence,
+        "x" => Signal::Excerpt,
         _ => return None,
     };
     let overlap = match digits {
@@ -201,7 +306,12 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
         words,
     };
     if let Some(id) = rest.strip_prefix("u|") {
-        return Ok(meta(id, Verdict::Unique));
+        return Ok(meta(id, Verdict::UNIQUE));
+    }
+    if let Some(rest) = rest.strip_prefix("x|") {
+        let (expands, id) = expanded_and_id(rest).ok_or_else(|| format!("bad ids in {text:?}"))?;
+        let expands = Some(expands.to_owned());
+        return Ok(meta(id, Verdict::Unique { expands }));
     }
     let (same, rest) = if let Some(r) = rest.strip_prefix("d|") {
         (true, r)
@@ -261,6 +371,13 @@ fn skip_ids(rest: &str, lengths: usize) -> Option<&str> {
     parts.next()?.get(skip..)
 }
 
+/// After `x|`: the id of the article expanded and this one's.
+fn expanded_and_id(rest: &str) -> Option<(&str, &str)> {
+    let (len, ids) = rest.split_once('|')?;
+    let len = len.parse::<usize>().ok()?;
+    ids.get(..len).zip(ids.get(len..))
+}
+
 /// The word count and id of a meta ([`encode_meta`]), its verdict unread:
 /// what a view files, without the allocations of [`decode_meta`].
 pub(crate) fn meta_words_and_id(bytes: &[u8]) -> Result<(u32, &str), String> {
@@ -271,6 +388,7 @@ pub(crate) fn meta_words_and_id(bytes: &[u8]) -> Result<(u32, &str), String> {
     let words = words.and_then(|w| w.parse().ok()).ok_or_else(bad)?;
     let id = match (kind, rest) {
         (Some("u"), Some(id)) => Some(id),
+        (Some("x"), Some(rest)) => expanded_and_id(rest).map(|(_, id)| id),
         (Some("d"), Some(rest)) => skip_ids(rest, 1),
         (Some("D"), Some(rest)) => skip_ids(rest, 2),
         _ => None,
@@ -345,9 +463,9 @@ mod tests {
     #[test]
     fn an_article_record_splits_into_what_was_packed() {
         let packed = encode_fingerprint(&fp(12));
-        let meta = encode_meta("id|with|bars", &Verdict::Unique, 17, 350);
+        let meta = encode_meta("id|with|bars", &Verdict::UNIQUE, 17, 350);
         let record = encode_article(&packed, &meta);
-        assert_eq!(record.len(), 2 + 81 + meta.len());
+        assert_eq!(record.len(), 2 + 140 + meta.len());
         let (p, m) = decode_article(&record).unwrap().unwrap();
         assert_eq!((p, m), (&packed[..], meta.as_bytes()));
         assert_eq!(decode_article(b"").unwrap(), None);
@@ -364,6 +482,8 @@ mod tests {
             numbers: (0..n.min(8) as u16)
                 .map(|i| i.wrapping_mul(0x9e37))
                 .collect(),
+            shingles: (0..4 * n as u16).map(|i| i * 500).collect(),
+            size: 1000 + n as u16,
         }
     }
 
@@ -371,20 +491,64 @@ mod tests {
     fn fingerprint_round_trips() {
         for n in 0..=12 {
             let bytes = encode_fingerprint(&fp(n));
-            assert_eq!(bytes.len(), 17 + 4 * n + 2 * n.min(8));
+            // Shingle gaps of 499 (and a first of 0): 9 bits each.
+            assert_eq!(
+                bytes.len(),
+                22 + 4 * n + 2 * n.min(8) + (4 * n * 9).div_ceil(8)
+            );
             assert_eq!(decode_fingerprint(&bytes, fp(n).words).unwrap(), fp(n));
+            // The sketch's count, where the scripts read it.
+            assert_eq!(usize::from(bytes[bytes.len() - PACKED_SKETCH_COUNT_AT]), n);
         }
-        assert_eq!(encode_fingerprint(&fp(12)).len(), 81);
-        assert!(decode_fingerprint(&[0; 16], 0).is_err());
+        assert_eq!(encode_fingerprint(&fp(12)).len(), 140);
+        // A shingle sample is stored cut to its SAMPLE smallest values.
+        let mut long = fp(12);
+        long.shingles = (0..100).collect();
+        let stored = decode_fingerprint(&encode_fingerprint(&long), long.words).unwrap();
+        assert_eq!(stored, long.stored());
+        assert_eq!(stored.shingles.len(), SAMPLE);
+        assert!(decode_fingerprint(&[0; 20], 0).is_err());
         assert!(decode_fingerprint(&[], 0).is_err());
-        // A number count the bytes cannot hold, or a sketch cut mid-hash.
-        assert!(decode_fingerprint(&[[0; 16].as_slice(), &[9]].concat(), 0).is_err());
-        assert!(decode_fingerprint(&[[0; 18].as_slice(), &[0]].concat(), 0).is_err());
-        // Both sketches empty.
-        assert!(decode_fingerprint(&[0; 17], 0)
-            .unwrap()
-            .signatures
-            .is_empty());
+        // Counts the bytes cannot hold, or a sketch cut mid-hash.
+        let trailer = |n: u8, m: u8, s: u8| [[0; 16].as_slice(), &[7, 0, 0, n, m, s]].concat();
+        assert!(decode_fingerprint(&trailer(0, 1, 0), 0).is_err());
+        let gaps_missing = [[0; 16].as_slice(), &[7, 0, 8, 0, 0, 1]].concat();
+        assert!(decode_fingerprint(&gaps_missing, 0).is_err());
+        assert!(
+            decode_fingerprint(&[[0; 18].as_slice(), &[7, 0, 0, 0, 0, 0]].concat(), 0).is_err()
+        );
+        // Gaps wider than 16 bits, or summing past 16 bits.
+        let wide = [[0; 16].as_slice(), &[0xff; 3], &[7, 0, 17, 0, 0, 1]].concat();
+        assert!(decode_fingerprint(&wide, 0).is_err());
+        let past = [[0; 16].as_slice(), &[0xff; 4], &[7, 0, 16, 0, 0, 2]].concat();
+        assert!(decode_fingerprint(&past, 0).is_err());
+        // Every part empty.
+        let empty = decode_fingerprint(&trailer(0, 0, 0), 0).unwrap();
+        assert!(empty.signatures.is_empty() && empty.shingles.is_empty());
+        assert_eq!(empty.size, 7);
+    }
+
+    #[test]
+    fn shingle_gaps_round_trip_at_every_width() {
+        let samples: [&[u16]; 6] = [
+            &[],
+            &[0],
+            &[65535],
+            &[0, 65535],
+            &[0, 1, 2, 3, 4],
+            &[3, 700, 701, 9000, 9001, 40000],
+        ];
+        for values in samples {
+            let (bytes, width) = encode_gaps(values);
+            assert_eq!(bytes.len(), (values.len() * usize::from(width)).div_ceil(8));
+            assert_eq!(
+                decode_gaps(&bytes, values.len(), width).as_deref(),
+                Some(values)
+            );
+        }
+        // Consecutive values from 0 need no bits at all.
+        assert_eq!(encode_gaps(&[0, 1, 2, 3, 4]), (Vec::new(), 0));
+        assert_eq!(encode_gaps(&[0, 65535]).1, 16);
     }
 
     #[test]
@@ -423,9 +587,9 @@ mod tests {
             overlap: Some(100),
         });
         for (id, v) in [
-            ("plain", Verdict::Unique),
-            ("a|b", Verdict::Unique),
-            ("", Verdict::Unique),
+            ("plain", Verdict::UNIQUE),
+            ("a|b", Verdict::UNIQUE),
+            ("", Verdict::UNIQUE),
             ("x|y|z", dup.clone()),
             ("q|", direct.clone()),
         ] {

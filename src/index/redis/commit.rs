@@ -184,6 +184,7 @@ mod tests {
             signatures: vec![3, 4, 5],
             words: 100,
             numbers: Vec::new(),
+            ..Default::default()
         };
         let views = vec![
             BucketCheck {
@@ -220,7 +221,7 @@ mod tests {
                 "81985529216486895",
             ]
         );
-        let mut article = vec![29, 0];
+        let mut article = vec![34, 0];
         article.extend(encode_fingerprint(&fp));
         article.extend(b"5|100|d|2|h|1|r");
         assert_eq!(argv[9], article);

@@ -44,7 +44,6 @@ pub(crate) struct View {
     pub(crate) forgets: u64,
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
-    lookup_signatures: usize,
     /// This process' own inserts not filed yet, by bucket: each after a
     /// handle the view lacks (another process' insert, which the next sync
     /// fetches), filed as soon as the handles before it are.
@@ -112,33 +111,27 @@ fn id_key(id: &str) -> u32 {
     FxBuildHasher.hash_one(id) as u32
 }
 
-/// The keys of a packed fingerprint, its lookup hashes copied to `lookup`.
+/// The keys a packed fingerprint is filed under ([`Keys::filed`]), its
+/// sketch hashes copied to `sketch`.
 fn keys_of_packed<'a>(
     packed: &[u8],
-    lookup: &'a mut [u32; MAX_LOOKUP_SIGNATURES],
-    n: usize,
+    sketch: &'a mut [u32; MAX_LOOKUP_SIGNATURES],
 ) -> Result<Keys<'a>, String> {
-    let (simhash, content, sketch, _) = packed_parts(packed)
+    let p = packed_parts(packed)
         .ok_or_else(|| format!("packed fingerprint of {} bytes", packed.len()))?;
     let mut len = 0;
-    for (slot, s) in lookup.iter_mut().zip(u32s(sketch).take(n)) {
+    for (slot, s) in sketch.iter_mut().zip(u32s(p.sketch)) {
         *slot = s;
         len += 1;
     }
     Ok(Keys {
-        blocks: blocks(simhash),
-        content,
-        lookup: &lookup[..len],
+        blocks: blocks(p.simhash),
+        content: p.content,
+        lookup: &sketch[..len],
     })
 }
 
 impl View {
-    pub(crate) fn new(lookup_signatures: usize) -> View {
-        View {
-            lookup_signatures,
-            ..View::default()
-        }
-    }
     /// Keep the copies of the `live` buckets only (a bucket gone from the
     /// registry has expired), creating empty ones for new buckets. Returns,
     /// per live bucket, the handles to fetch: `synced + 1 ..= counter`.
@@ -198,11 +191,9 @@ impl View {
         let touched: usize = records
             .iter()
             .filter_map(|r| match r {
-                Ok(Some((_, Some(packed)))) => {
-                    keys_of_packed(packed, &mut buf, self.lookup_signatures)
-                        .ok()
-                        .map(|k| copy.articles.touch(&k))
-                }
+                Ok(Some((_, Some(packed)))) => keys_of_packed(packed, &mut buf)
+                    .ok()
+                    .map(|k| copy.articles.touch(&k)),
                 _ => None,
             })
             .sum();
@@ -211,10 +202,10 @@ impl View {
             if handle != copy.synced + 1 {
                 continue;
             }
-            let filed = record.and_then(|record| copy.file(handle, record, self.lookup_signatures));
+            let filed = record.and_then(|record| copy.file(handle, record));
             if let Err(reason) = filed {
                 tracing::warn!(bucket = label, handle, %reason, "unreadable article record: held as deleted");
-                copy.file(handle, None, self.lookup_signatures)?;
+                copy.file(handle, None)?;
             }
         }
         self.file_own(label)
@@ -258,11 +249,7 @@ impl View {
             }
             let (id, packed) = entry.remove();
             if handle == copy.synced + 1 {
-                copy.file(
-                    handle,
-                    Some((id, packed.as_deref())),
-                    self.lookup_signatures,
-                )?;
+                copy.file(handle, Some((id, packed.as_deref())))?;
             }
         }
         if own.is_empty() {
@@ -312,7 +299,7 @@ impl View {
         };
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
-        let keys = Keys::of(fp, self.lookup_signatures);
+        let keys = Keys::of(fp, cfg.lookup_signatures);
         let id = id.map(id_key);
         for label in labels {
             let copy = &self.buckets[label];
@@ -321,7 +308,7 @@ impl View {
             if let Some(keys) = probed {
                 let f = copy
                     .articles
-                    .find(&keys, cfg.max_distance, cfg.farthest_match());
+                    .find(&keys, cfg.max_distance, cfg.farthest_match(fp));
                 probe.examined = probe
                     .examined
                     .saturating_add(u32::try_from(f.examined).unwrap_or(u32::MAX));
@@ -395,13 +382,13 @@ impl BucketCopy {
     }
 
     /// File handle `handle`: its [`Record`].
-    fn file(&mut self, handle: u64, record: Record<'_>, lookup: usize) -> Result<(), String> {
+    fn file(&mut self, handle: u64, record: Record<'_>) -> Result<(), String> {
         u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
         // Whatever can fail comes first: `synced` counts the slots held, and
         // `apply` files a record that fails again, as deleted.
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
         let keys = match record {
-            Some((_, Some(packed))) => Some(keys_of_packed(packed, &mut buf, lookup)?),
+            Some((_, Some(packed))) => Some(keys_of_packed(packed, &mut buf)?),
             _ => None,
         };
         self.synced = handle;
@@ -443,12 +430,13 @@ mod tests {
             signatures: sigs.to_vec(),
             words: 100,
             numbers: Vec::new(),
+            ..Default::default()
         }
     }
 
     /// The `a:` element of an article.
     fn record(id: &str, simhash: u64, content: u64, sigs: &[u32]) -> Vec<u8> {
-        let meta = encode_meta(id, &Verdict::Unique, 5, 100);
+        let meta = encode_meta(id, &Verdict::UNIQUE, 5, 100);
         encode_article(&encode_fingerprint(&fp(simhash, content, sigs)), &meta)
     }
 
@@ -474,7 +462,7 @@ mod tests {
 
     #[test]
     fn files_in_handle_order_and_finds_by_block_content_and_sketch() {
-        let mut r = View::new(4);
+        let mut r = View::default();
         let live = vec![live("b1", 0, 3)];
         assert_eq!(r.plan(&live), vec![("b1".to_owned(), 1, 3)]);
         // Handle 2 arrives first from a second fetch: not filed (a gap).
@@ -500,6 +488,7 @@ mod tests {
             signatures: vec![100, 200, 300, 400],
             words: 100,
             numbers: Vec::new(),
+            ..Default::default()
         };
         let probe = r.candidates(None, &near, &cfg(), (0, 0), "b1");
         assert_eq!(probe.found, [("b1".to_owned(), 0, 1)]);
@@ -517,6 +506,7 @@ mod tests {
             signatures: vec![10, 11, 12, 13],
             words: 100,
             numbers: Vec::new(),
+            ..Default::default()
         };
         assert_eq!(handles(&r, &by_lists, (0, 0)), [1, 2]);
         // Outside the probed range: nothing.
@@ -533,8 +523,7 @@ mod tests {
         // Past the filter's first size: it grows.
         let n = 3 * ID_FILTER_MIN as u64;
         for h in 1..=n {
-            b.file(h, Some((id_key(&format!("in-{h}")), None)), 4)
-                .unwrap();
+            b.file(h, Some((id_key(&format!("in-{h}")), None))).unwrap();
         }
         assert!((1..=n).all(|h| b.ids.contains(id_key(&format!("in-{h}")))));
         let wrong = (1..=n)
@@ -545,7 +534,7 @@ mod tests {
 
     #[test]
     fn lists_hold_the_first_articles_of_a_hash_only() {
-        let mut r = View::new(4);
+        let mut r = View::default();
         let n = LISTED_PER_HASH as u64 + 3;
         r.plan(&[live("b", 0, n)]);
         let records: Vec<_> = (0..n)
@@ -565,6 +554,7 @@ mod tests {
             signatures: vec![7],
             words: 100,
             numbers: Vec::new(),
+            ..Default::default()
         };
         let found = r.candidates(None, &probe, &cfg(), (0, 0), "b");
         assert_eq!(found.found.len(), LISTED_PER_HASH);
@@ -577,7 +567,7 @@ mod tests {
 
     #[test]
     fn a_bucket_gone_from_the_registry_is_dropped_and_a_lagging_counter_kept() {
-        let mut r = View::new(4);
+        let mut r = View::default();
         r.plan(&[live("b", 0, 1)]);
         r.apply("b", 1, &[record("a", 1, 1, &[1])]).unwrap();
         assert_eq!(r.plan(&[live("c", 10, 0)]), vec![]);
@@ -603,14 +593,14 @@ mod tests {
 
     #[test]
     fn an_unreadable_record_is_held_as_deleted_and_the_rest_are_filed() {
-        let mut r = View::new(4);
+        let mut r = View::default();
         r.plan(&[live("b", 0, 5)]);
         let good = record("a", 0x1111_2222_3333_4444, 1, &[1]);
         let packed = encode_fingerprint(&fp(2, 2, &[2]));
         let unreadable = [
             good[..3].to_vec(),
             encode_article(&packed, "no meta"),
-            encode_article(&packed[..3], &encode_meta("x", &Verdict::Unique, 0, 9)),
+            encode_article(&packed[..3], &encode_meta("x", &Verdict::UNIQUE, 0, 9)),
         ];
         let mut elements = vec![good];
         elements.extend(unreadable);
@@ -622,13 +612,13 @@ mod tests {
         assert!(r.plan(&[live("b", 0, 5)]).is_empty());
         // A record of this process' own that cannot be filed is not counted.
         let mut b = BucketCopy::new(0);
-        assert!(b.file(1, Some((7, Some(&packed[..3]))), 4).is_err());
+        assert!(b.file(1, Some((7, Some(&packed[..3])))).is_err());
         assert_eq!((b.synced, b.articles.len()), (0, 0));
     }
 
     #[test]
     fn own_inserts_are_filed_in_handle_order_and_deletions_before_filing_hold() {
-        let mut r = View::new(4);
+        let mut r = View::default();
         r.plan(&[live("b", 0, 0)]);
         // SimHashes far apart.
         let simhash = |c: u64| c.wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -662,7 +652,7 @@ mod tests {
 
     #[test]
     fn the_own_bucket_s_shape_sets_its_empty_set_flags_and_its_validation() {
-        let mut r = View::new(4);
+        let mut r = View::default();
         let shaped = |bits| vec![("b".to_owned(), 0, Some(1), bits)];
         r.plan(&shaped(Some(10)));
         // Blocks (most significant first): 0001 0002 0003 0004.
@@ -675,6 +665,7 @@ mod tests {
             signatures: vec![3],
             words: 9,
             numbers: Vec::new(),
+            ..Default::default()
         };
         let probe = |r: &View, own| r.candidates(None, &fp, &cfg(), (0, 0), own);
         assert_eq!(probe(&r, "b").empty_sets, "0011");

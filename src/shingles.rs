@@ -1,0 +1,441 @@
+//! The shingle sample: how much of one text is found in another.
+//!
+//! A copy is judged by how much of the *new* article was seen before: an
+//! excerpt or an abridgment keeps a part of its source and adds little, so
+//! nearly all of its text is in the source, whatever share of the source it
+//! keeps; a full story that follows its own flash holds the flash and much
+//! more, so most of its text is new. The measure is the share of an article's
+//! **5-gram shingles** (five tokens in a row: a token is a Han character, or a
+//! word of other letters and digits, lowercased) found in the other article.
+//!
+//! Each fingerprint carries a sample of its shingles, sized for that: the
+//! shingles whose hash has its top [`RATE_BITS`] bits clear (one in two), as
+//! 16-bit values (the hash's next 16 bits), sorted and distinct. A fresh
+//! fingerprint holds every such value; an index stores the [`SAMPLE`]
+//! smallest. A sample is complete up to its largest value — every sampled
+//! shingle of its text with a value up to there is in it — so over the range
+//! two samples both cover, the share of one text's values found in the
+//! other's estimates the share of its shingles found in the other text
+//! ([`shares`]). For a new article checked against a stored one the range is
+//! the stored sample's: all of a stored flash, and of a stored long article
+//! a part as large as the sample, which a short excerpt of it covers in
+//! proportion to its length (a quarter of the article, a quarter of the
+//! sample's values).
+//!
+//! Two distinct shingles share a value with probability 2^-16 within the
+//! covered range, so a sample of a long text answers "found" for an
+//! unrelated value about once in a few hundred: it can only make two texts
+//! look a hair more alike.
+
+use crate::tokenize::{is_han, is_word_char};
+
+/// Tokens per shingle.
+pub const SHINGLE: usize = 5;
+
+/// A shingle is sampled when the top `RATE_BITS` bits of its hash are clear.
+pub const RATE_BITS: u32 = 1;
+
+/// The most values an index stores of a sample: the smallest.
+pub const SAMPLE: usize = 48;
+
+/// The most values a fresh fingerprint holds of a sample: the smallest. A
+/// new article is weighed against stored ones, whose samples reach as far as
+/// their [`SAMPLE`] values do; its own reaches four times as far, so that a
+/// long article still covers most of what a short stored one holds.
+pub const FRESH: usize = 4 * SAMPLE;
+
+/// A Han character counts 1 towards an article's [`size`](Shingled::size), a
+/// word of other letters and digits `WORD_SIZE`: 150 Chinese characters hold
+/// about as much as 50 English words.
+pub const WORD_SIZE: u32 = 3;
+
+/// The multiplier that folds a shingle's five token values into one
+/// (`t1·K⁴ + t2·K³ + t3·K² + t4·K + t5`, wrapping): the 64-bit golden ratio
+/// shifted left 13 bits. Its fifth power is 0 in 64 bits, so folding each
+/// token in as it comes (`F·K + t`) drops the one five tokens back by
+/// itself: a scan keeps one number, no window. The oldest token counts by
+/// its low 12 bits, the next by 25, and so on.
+const FOLD: u64 = 0x9E37_79B9_7F4A_7C15 << 13;
+const _: () = assert!(
+    FOLD.wrapping_mul(FOLD)
+        .wrapping_mul(FOLD)
+        .wrapping_mul(FOLD)
+        .wrapping_mul(FOLD)
+        == 0
+);
+
+/// What a text's shingles contribute to its fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Shingled {
+    /// The sample, sorted ascending, distinct: the [`FRESH`] smallest values.
+    pub sample: Vec<u16>,
+    /// The text's size: Han characters plus [`WORD_SIZE`] per other word,
+    /// at most `u16::MAX`.
+    pub size: u16,
+}
+
+/// FNV-1a (64-bit): a word's value is the hash of its lowercased UTF-8.
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// A word's value.
+pub fn word_value(word: &[u8]) -> u64 {
+    word.iter().fold(FNV_OFFSET, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(FNV_PRIME)
+    })
+}
+
+/// A shingle's hash is its fold times `MIX` (wrapping): the top bits of a
+/// product with a large odd constant depend on every bit of the fold
+/// (Fibonacci hashing), and only the top bits are used.
+const MIX: u64 = 0xff51_afd7_ed55_8ccd;
+
+/// The hash of a shingle whose fold is `folded`.
+#[inline]
+fn mix(folded: u64) -> u64 {
+    folded.wrapping_mul(MIX)
+}
+
+/// A scan of normalized text's tokens (see the module documentation): a Han
+/// character's value is its UTF-8 bytes read as a big-endian number, a
+/// word's its [`word_value`]. Counts them, and samples the shingles they
+/// complete.
+struct Scan<'a> {
+    han: u32,
+    words: u32,
+    tokens: usize,
+    /// The fold of the last [`SHINGLE`] tokens ([`FOLD`]).
+    folded: u64,
+    /// The FNV-1a hash of the word being read, lowercased, as far as it is
+    /// read, and whether one is being read.
+    word: u64,
+    in_word: bool,
+    /// Room for a value per token (each written in place, kept when sampled:
+    /// half are, in no order a branch could predict); `kept` so far.
+    sampled: &'a mut [u16],
+    kept: usize,
+}
+
+impl Scan<'_> {
+    /// Take one token; sample the shingle it completes.
+    #[inline(always)]
+    fn token(&mut self, value: u64) {
+        self.folded = self.folded.wrapping_mul(FOLD).wrapping_add(value);
+        self.tokens += 1;
+        let h = mix(self.folded);
+        self.sampled[self.kept] = (h >> (48 - RATE_BITS)) as u16;
+        self.kept += usize::from((h >> (64 - RATE_BITS) == 0) & (self.tokens >= SHINGLE));
+    }
+
+    /// Read one more byte of a word (lowercased UTF-8).
+    #[inline(always)]
+    fn word_byte(&mut self, b: u8) {
+        self.word = (self.word ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+        self.in_word = true;
+    }
+
+    /// End the word being read, if any: it is a token.
+    #[inline(always)]
+    fn end_word(&mut self) {
+        if self.in_word {
+            self.words += 1;
+            self.token(self.word);
+            self.word = FNV_OFFSET;
+            self.in_word = false;
+        }
+    }
+}
+
+thread_local! {
+    /// Per-thread room for the values a scan samples, and for the smallest
+    /// of them, kept between articles.
+    static ROOM: std::cell::RefCell<(Vec<u16>, Vec<u16>)> = std::cell::RefCell::default();
+}
+
+/// The smallest `FRESH` distinct values of `values`, sorted (fewer when a
+/// value repeats among them: the result is still complete up to its
+/// largest). `below` is room for a first cut: the values are uniform, so
+/// about `2·FRESH` of them lie below `2·FRESH / len` of their range, and
+/// when at least `FRESH` do, the smallest are among them.
+fn smallest_distinct(values: &mut [u16], below: &mut Vec<u16>) -> Vec<u16> {
+    let values = if values.len() > 2 * FRESH {
+        let bound = (2 * FRESH << 16) / values.len();
+        below.clear();
+        below.extend(values.iter().filter(|&&v| usize::from(v) < bound));
+        if below.len() >= FRESH {
+            &mut below[..]
+        } else {
+            values
+        }
+    } else {
+        values
+    };
+    let values = if values.len() > FRESH {
+        values.select_nth_unstable(FRESH - 1);
+        &mut values[..FRESH]
+    } else {
+        values
+    };
+    values.sort_unstable();
+    let mut out = values.to_vec();
+    out.dedup();
+    out
+}
+
+/// The shingle sample and size of normalized text (see the module
+/// documentation).
+pub fn shingle(text: &str) -> Shingled {
+    ROOM.with_borrow_mut(|(sampled, below)| {
+        // A token takes a byte of text at least.
+        if sampled.len() < text.len() {
+            sampled.resize(text.len(), 0);
+        }
+        let (han, words, kept) = scan_tokens(text, sampled);
+        let size = han.saturating_add(words.saturating_mul(WORD_SIZE));
+        Shingled {
+            sample: smallest_distinct(&mut sampled[..kept], below),
+            size: u16::try_from(size).unwrap_or(u16::MAX),
+        }
+    })
+}
+
+/// A Han character's value: its UTF-8 bytes read as a big-endian number.
+fn han_value(c: char) -> u64 {
+    c.encode_utf8(&mut [0; 4])
+        .bytes()
+        .fold(0, |v, b| v << 8 | u64::from(b))
+}
+
+/// Whether `bytes[i..]` starts with a three-byte Han character of
+/// U+4000–U+9FFF (lead byte E4–E9; E4 B7 is U+4DC0–U+4DFF, not Han).
+#[inline]
+fn is_han3(bytes: &[u8], i: usize) -> bool {
+    match bytes.get(i..i + 3) {
+        Some([0xE5..=0xE9, _, _]) => true,
+        Some([0xE4, b1, _]) => *b1 != 0xB7,
+        _ => false,
+    }
+}
+
+/// Scan `text`'s tokens, writing the values of their shingles to `sampled`
+/// (room for one per byte): the Han characters, the words, and how many
+/// values were sampled, first in `sampled`. The scan's state is local, so
+/// that it lives in registers.
+fn scan_tokens(text: &str, sampled: &mut [u16]) -> (u32, u32, usize) {
+    let mut scan = Scan {
+        han: 0,
+        words: 0,
+        tokens: 0,
+        folded: 0,
+        word: FNV_OFFSET,
+        in_word: false,
+        sampled,
+        kept: 0,
+    };
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b < 0x80 {
+            i += 1;
+            if b.is_ascii_alphanumeric() {
+                scan.word_byte(b.to_ascii_lowercase());
+            } else {
+                scan.end_word();
+            }
+            continue;
+        }
+        // U+4000–U+9FFF (lead byte E4–E9, three bytes) is Han but for
+        // U+4DC0–U+4DFF (E4 B7 xx): most of Chinese text, read in place a
+        // run at a time.
+        if is_han3(bytes, i) {
+            scan.end_word();
+            while is_han3(bytes, i) {
+                let c = u64::from(bytes[i]) << 16
+                    | u64::from(bytes[i + 1]) << 8
+                    | u64::from(bytes[i + 2]);
+                i += 3;
+                scan.han += 1;
+                scan.token(c);
+            }
+            continue;
+        }
+        let c = text[i..].chars().next().unwrap_or_default();
+        i += c.len_utf8();
+        if is_han(c) {
+            scan.end_word();
+            scan.han += 1;
+            scan.token(han_value(c));
+        } else if is_word_char(c) {
+            for lower in c.to_lowercase() {
+                let mut buf = [0; 4];
+                for &b in lower.encode_utf8(&mut buf).as_bytes() {
+                    scan.word_byte(b);
+                }
+            }
+        } else {
+            scan.end_word();
+        }
+    }
+    scan.end_word();
+    (scan.han, scan.words, scan.kept)
+}
+
+/// How much two texts share, estimated from their samples.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize)]
+pub struct Shares {
+    /// The share of `b`'s shingles found in `a`.
+    pub b_in_a: f64,
+    /// The share of `a`'s shingles found in `b`.
+    pub a_in_b: f64,
+    /// Shared shingles / the shingles of either (Jaccard).
+    pub jaccard: f64,
+    /// `b`'s values the estimates rest on (in the range both cover).
+    pub b_sample: usize,
+    /// `a`'s values the estimates rest on.
+    pub a_sample: usize,
+}
+
+impl Shares {
+    /// The bounds of `b_in_a` `z` standard errors either side (Wilson's
+    /// score interval): a share read off a few values is known loosely.
+    pub fn b_in_a_bounds(&self, z: f64) -> (f64, f64) {
+        wilson(self.b_in_a, self.b_sample, z)
+    }
+}
+
+/// Wilson's score interval of a share `p` of `n` trials, `z` standard errors
+/// either side.
+fn wilson(p: f64, n: usize, z: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, z2) = (n as f64, z * z);
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let margin = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
+    (centre - margin, centre + margin)
+}
+
+/// The largest value a sample is complete up to: its largest when it holds
+/// [`SAMPLE`] or more (a stored one may have left larger ones out; a fresh
+/// one has none larger), else every value.
+fn covered(sample: &[u16]) -> u16 {
+    match sample.last() {
+        Some(&last) if sample.len() >= SAMPLE => last,
+        _ => u16::MAX,
+    }
+}
+
+/// The shares of two texts with samples `a` and `b` (each sorted, distinct),
+/// over the range both samples cover.
+pub fn shares(b: &[u16], a: &[u16]) -> Shares {
+    let top = covered(a).min(covered(b));
+    let b = &b[..b.partition_point(|&v| v <= top)];
+    let a = &a[..a.partition_point(|&v| v <= top)];
+    if a.is_empty() || b.is_empty() {
+        return Shares {
+            b_sample: b.len(),
+            a_sample: a.len(),
+            ..Shares::default()
+        };
+    }
+    let shared = crate::decision::shared_count(a, b) as f64;
+    Shares {
+        b_in_a: shared / b.len() as f64,
+        a_in_b: shared / a.len() as f64,
+        jaccard: shared / ((a.len() + b.len()) as f64 - shared),
+        b_sample: b.len(),
+        a_sample: a.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_excerpt_is_found_whole_in_its_source() {
+        let source: String = (0..400)
+            .map(|i| char::from_u32(0x4E00 + (i * 37 % 2000)).unwrap())
+            .collect();
+        let excerpt: String = source.chars().skip(120).take(150).collect();
+        let (s, e) = (shingle(&source), shingle(&excerpt));
+        assert_eq!((s.size, e.size), (400, 150));
+        let stored = &s.sample[..SAMPLE];
+        let sh = shares(&e.sample, stored);
+        assert!(sh.b_sample >= 4, "{sh:?}");
+        assert_eq!(sh.b_in_a, 1.0);
+        assert!(sh.a_in_b < 0.6, "{sh:?}");
+    }
+
+    /// The spec's recipe, literally: tokens, every window of five folded
+    /// and mixed, sampled, sorted and distinct.
+    fn literal(text: &str) -> Vec<u16> {
+        let mut tokens: Vec<u64> = Vec::new();
+        let mut word = String::new();
+        let end = |word: &mut String, tokens: &mut Vec<u64>| {
+            if !word.is_empty() {
+                tokens.push(word_value(word.as_bytes()));
+                word.clear();
+            }
+        };
+        for c in text.chars() {
+            if is_han(c) {
+                end(&mut word, &mut tokens);
+                tokens.push(han_value(c));
+            } else if is_word_char(c) {
+                word.extend(c.to_lowercase());
+            } else {
+                end(&mut word, &mut tokens);
+            }
+        }
+        end(&mut word, &mut tokens);
+        let mut sample: Vec<u16> = tokens
+            .windows(SHINGLE)
+            .map(|w| {
+                let k = |p: u32| FOLD.wrapping_pow(p);
+                mix(w
+                    .iter()
+                    .zip([4, 3, 2, 1, 0])
+                    .fold(0u64, |h, (&t, p)| h.wrapping_add(t.wrapping_mul(k(p)))))
+            })
+            .filter(|h| h >> (64 - RATE_BITS) == 0)
+            .map(|h| (h >> (48 - RATE_BITS)) as u16)
+            .collect();
+        sample.sort_unstable();
+        sample.truncate(FRESH);
+        sample.dedup();
+        sample
+    }
+
+    #[test]
+    fn the_scan_samples_what_the_recipe_says() {
+        for text in [
+            "",
+            "一二三四",
+            "国家统计局今天发布数据，一季度国内生产总值同比增长5.3%。䷀䷁ Yijing 㐀㐁 𠀀 〇",
+            "The Quick brown fox jumps over the lazy dog; ÀÉÎ İstanbul straße ΣΑΣ 3.14 U.S.A.",
+            "Mixed 中文English混合123数字 and more words here to make shingles",
+        ] {
+            assert_eq!(shingle(text).sample, literal(text), "{text:?}");
+        }
+        // Long enough that the smallest values are cut from the rest first.
+        let han: Vec<char> = crate::random_text::COMMON_HAN.chars().collect();
+        let mut rng = crate::random_text::Rng::new(3);
+        for len in [400, 1000, 5000] {
+            let text: String = (0..len).map(|_| rng.pick(&han)).collect();
+            let got = shingle(&text).sample;
+            assert_eq!(got, literal(&text), "{len}");
+            assert!(len < 1000 || got.len() > FRESH - 12, "{len}: {}", got.len());
+        }
+    }
+
+    #[test]
+    fn words_are_tokens_and_case_does_not_matter() {
+        let a = shingle("The Quick brown fox jumps over the lazy dog, again and again.");
+        let b = shingle("the quick BROWN fox: jumps over the lazy dog again and again");
+        assert_eq!(a, b);
+        assert_eq!(a.size, 12 * WORD_SIZE as u16);
+        assert_eq!(shingle("one two three four").sample, Vec::<u16>::new());
+    }
+}
