@@ -122,6 +122,15 @@ pub const INSECURE_REFUSED: &str = "a URL ending in #insecure (TLS without check
 
 fn parse(url: &str) -> Result<Target, String> {
     let url = url.trim();
+    // Certificates are always checked: the redis crate would turn the check
+    // off for `#insecure` (its `tls-rustls-insecure` feature, not built in);
+    // refused here by name rather than by the crate's generic error.
+    if url
+        .split(',')
+        .any(|u| u.trim().to_ascii_lowercase().ends_with("#insecure"))
+    {
+        return Err(INSECURE_REFUSED.into());
+    }
     let (tls, rest) = if let Some(r) = url.strip_prefix("redis+sentinel://") {
         (false, r)
     } else if let Some(r) = url.strip_prefix("rediss+sentinel://") {

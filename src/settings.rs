@@ -196,8 +196,8 @@ impl Settings {
 pub fn connection_advice(error: &str) -> Option<&'static str> {
     let e = error.to_ascii_lowercase();
     (e.contains("certificate") || e.contains("unknownissuer")).then_some(
-        "the server's TLS certificate is not trusted: set SSL_CERT_FILE to the CA \
-         bundle that signed it (or, for a test server only, end the URL with #insecure)",
+        "the server's TLS certificate is not trusted: set SSL_CERT_FILE to a PEM \
+         file with the CA that signed it",
     )
 }
 
