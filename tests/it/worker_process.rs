@@ -56,6 +56,18 @@ fn spawn_worker_with(
     http_port: u16,
     index: &str,
 ) -> Worker {
+    spawn_worker_logging_to(server, ns, consumer, http_port, index, Stdio::inherit())
+}
+
+/// A worker whose log (at `warn`) goes to `stderr`.
+fn spawn_worker_logging_to(
+    server: &RedisServer,
+    ns: &str,
+    consumer: &str,
+    http_port: u16,
+    index: &str,
+    stderr: Stdio,
+) -> Worker {
     let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
         .args([
             "worker",
@@ -83,7 +95,7 @@ fn spawn_worker_with(
         .env_remove("SIMDEDUP_CONFIG")
         .env("SIMDEDUP_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("spawn simdedup worker");
     Worker(child)
@@ -461,3 +473,47 @@ fn produce_at_a_rate_spreads_the_entries_over_time() {
         "nothing added by refused runs"
     );
 }
+
+/// The HTTP listener cannot be held by its clients: a connection whose
+/// request headers never end is closed by the worker, and SIGINT ends the
+/// worker while another such client is still connected. (The waits are upper
+/// bounds against hangs; without the header timeout or with a shutdown that
+/// waits for every client, they run out.)
+#[test]
+fn http_clients_with_partial_headers_neither_stay_nor_delay_shutdown() {
+    use std::io::{Read, Write};
+    let server = RedisServer::start();
+    let port = free_port();
+    let mut w = spawn_worker(&server, "http", "h", port);
+    wait_until("ready", LIMIT, || {
+        http_get(port, "/readyz").map(|r| r.0) == Some(200)
+    });
+    let partial = || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        s
+    };
+    // The worker closes it (an error reply, or none): the read ends.
+    let mut slow = partial();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reply = Vec::new();
+    let read = slow.read_to_end(&mut reply);
+    assert!(
+        read.is_ok(),
+        "a connection with partial headers stayed open 30 s: {read:?}"
+    );
+    // SIGINT with a partial request open: the worker exits all the same.
+    let _held = partial();
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&w, "-INT");
+    wait_until(
+        "exit after SIGINT with a client connected",
+        Duration::from_secs(20),
+        || matches!(w.try_wait(), Ok(Some(_))),
+    );
+    let status = w.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+}
+
