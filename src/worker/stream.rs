@@ -30,7 +30,8 @@ impl RawEntry {
             .map(|(_, v)| v.as_slice())
     }
 
-    /// The entry's own time (the `<ms>` part of its id): the default event time.
+    /// The entry's own time (the `<ms>` part of its id): the default event
+    /// time, when it is plausible (see the worker's `entry_time`).
     pub fn stream_time_ms(&self) -> Option<i64> {
         self.id.split('-').next()?.parse().ok()
     }
@@ -92,8 +93,10 @@ fn utf8_field(entry: &RawEntry, name: &'static str) -> Result<Option<String>, Re
 
 /// Turn an entry's fields into a request, or say specifically why not.
 ///
-/// `ts` defaults to the entry's stream time, so articles without one are
-/// compared by when they were produced.
+/// Without a `ts` field the article's `ts_ms` is `None`: the worker then
+/// takes the entry's stream time, if plausible, so that articles without one
+/// are compared by when they were produced. Sizes are checked on the raw
+/// bytes, before anything is decoded or copied.
 pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, Rejection> {
     if entry.fields.is_none() {
         return Err(Rejection::EntryDeleted);
@@ -124,7 +127,7 @@ pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, R
     let title = utf8_field(entry, "title")?;
     let ts_ms = match utf8_field(entry, "ts") {
         Ok(Some(ts)) => Some(parse_ts(&ts)?),
-        Ok(None) => entry.stream_time_ms(),
+        Ok(None) => None,
         Err(_) => {
             return Err(Rejection::BadTimestamp(
                 String::from_utf8_lossy(entry.field("ts").unwrap_or_default())
@@ -279,7 +282,7 @@ mod tests {
     fn valid_entries() {
         let r = parse_entry(&entry(&[("id", b"a"), ("text", b"hello")]), 10).unwrap();
         let Request::Check(a) = r else { panic!() };
-        assert_eq!(a.ts_ms, Some(1_700_000_000_000), "defaults to stream time");
+        assert_eq!(a.ts_ms, None, "the worker chooses the default");
         let r = parse_entry(
             &entry(&[("id", b"a"), ("text", b"x"), ("ts", b"5"), ("op", b"query")]),
             10,

@@ -517,3 +517,60 @@ fn http_clients_with_partial_headers_neither_stay_nor_delay_shutdown() {
     assert!(status.success(), "exit status {status:?}");
 }
 
+/// One entry added with an explicit id far in the future
+/// (`32503680000000-0`, year 3000) makes Redis number every later entry
+/// after it. Entries without `ts` then take the worker's clock, not their
+/// implausible stream time: none is rejected `ts_in_future`, and the worker
+/// warns once for the stream, not once per entry.
+#[test]
+fn a_future_entry_id_does_not_reject_later_articles() {
+    let server = RedisServer::start();
+    let keys = Keys::new("future");
+    let mut conn = server.connection();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let port = free_port();
+    let mut w = spawn_worker_logging_to(
+        &server,
+        "future",
+        "f",
+        port,
+        "embedded",
+        Stdio::from(log.reopen().unwrap()),
+    );
+    wait_until("ready", LIMIT, || {
+        http_get(port, "/readyz").map(|r| r.0) == Some(200)
+    });
+    let first = article_text(0, 0);
+    let _: String = redis::cmd("XADD")
+        .arg(keys.input_stream())
+        .arg("32503680000000-0")
+        .arg("id")
+        .arg("f0")
+        .arg("text")
+        .arg(&first)
+        .query(&mut conn)
+        .unwrap();
+    for i in 1..6u64 {
+        let text = article_text(i, 0);
+        xadd(
+            &mut conn,
+            &keys,
+            &[
+                ("id", format!("f{i}").as_bytes()),
+                ("text", text.as_bytes()),
+            ],
+        );
+    }
+    wait_until("6 outputs", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= 6
+    });
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    for (_, f) in &outputs {
+        assert_eq!(f["verdict"], "unique", "{f:?}");
+    }
+    signal(&w, "-TERM");
+    assert!(w.wait().unwrap().success());
+    let logged = std::fs::read_to_string(log.path()).unwrap();
+    let warnings = logged.matches("ahead of this worker's clock").count();
+    assert_eq!(warnings, 1, "one warning for the stream:\n{logged}");
+}
