@@ -7,7 +7,9 @@
 
 use redis::Value;
 
-use crate::article::{parse_ts, validate_id, validate_text, Article, Rejection};
+use crate::article::{
+    parse_ts, validate_id, validate_text, validate_title_len, Article, Rejection,
+};
 
 /// One input stream entry as Redis returned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,11 +24,13 @@ pub struct RawEntry {
 }
 
 impl RawEntry {
+    /// The value of field `name`. A field given more than once counts by its
+    /// last value, as in `scan`'s JSON lines (`docs/protocol.md`).
     pub fn field(&self, name: &str) -> Option<&[u8]> {
         self.fields
             .as_ref()?
             .iter()
-            .find(|(k, _)| k == name.as_bytes())
+            .rfind(|(k, _)| k == name.as_bytes())
             .map(|(_, v)| v.as_slice())
     }
 
@@ -121,6 +125,9 @@ pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, R
             len: raw_text.len(),
             limit: max_text_bytes,
         });
+    }
+    if let Some(raw_title) = entry.field("title") {
+        validate_title_len(raw_title.len())?;
     }
     let text = utf8_field(entry, "text")?.unwrap_or_default();
     validate_text(&text, max_text_bytes)?;
@@ -325,6 +332,37 @@ mod tests {
             parse_entry(&deleted, 10).unwrap_err().code(),
             "entry_deleted"
         );
+    }
+
+    #[test]
+    fn a_field_given_twice_counts_by_its_last_value() {
+        let fields: &[(&str, &[u8])] = &[
+            ("id", b"first"),
+            ("text", b"one"),
+            ("id", b"last"),
+            ("text", b"two"),
+        ];
+        let Request::Check(a) = parse_entry(&entry(fields), 10).unwrap() else {
+            panic!()
+        };
+        assert_eq!((a.id.as_str(), a.text.as_str()), ("last", "two"));
+    }
+
+    #[test]
+    fn an_oversized_title_has_its_own_code() {
+        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES + 1];
+        let why = parse_entry(
+            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
+            10,
+        )
+        .unwrap_err();
+        assert_eq!(why.code(), "title_too_large", "{why}");
+        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES];
+        assert!(parse_entry(
+            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
+            10
+        )
+        .is_ok());
     }
 
     #[test]
