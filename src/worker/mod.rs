@@ -750,7 +750,7 @@ impl<I: Index + 'static> Worker<I> {
             }
             Err(e) => return Err(e),
         };
-        let mut entries = parse_xreadgroup(&reply).map_err(reply_error)?;
+        let mut entries = parse_xreadgroup(reply).map_err(reply_error)?;
         if id != ">" && !entries.is_empty() {
             self.fill_deliveries(conn, &mut entries).await?;
         }

@@ -163,9 +163,14 @@ pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, R
 pub struct ReplyError(pub String);
 
 fn bytes(v: &Value) -> Option<Vec<u8>> {
+    into_bytes(v.clone())
+}
+
+/// A reply value's bytes, moved out of it (a field may be megabytes).
+fn into_bytes(v: Value) -> Option<Vec<u8>> {
     match v {
-        Value::BulkString(b) => Some(b.clone()),
-        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.into_bytes()),
         Value::Int(i) => Some(i.to_string().into_bytes()),
         _ => None,
     }
@@ -175,28 +180,55 @@ fn string(v: &Value) -> Option<String> {
     bytes(v).and_then(|b| String::from_utf8(b).ok())
 }
 
+/// The start of a reply shown in an error: never a whole entry.
+fn shown(v: &Value) -> String {
+    let mut text = format!("{v:?}");
+    if text.len() > 200 {
+        let mut end = 200;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 /// One `[id, [f, v, ...]]` element.
 pub fn parse_raw_entry(v: &Value) -> Result<RawEntry, ReplyError> {
+    take_raw_entry(v.clone())
+}
+
+/// [`parse_raw_entry`], moving the fields out of the reply rather than
+/// copying them.
+fn take_raw_entry(v: Value) -> Result<RawEntry, ReplyError> {
     let Value::Array(pair) = v else {
-        return Err(ReplyError(format!("entry is not an array: {v:?}")));
+        return Err(ReplyError(format!("entry is not an array: {}", shown(&v))));
     };
+    let mut pair = pair.into_iter();
     let id = pair
-        .first()
-        .and_then(string)
+        .next()
+        .and_then(into_bytes)
+        .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| ReplyError("entry without an id".into()))?;
-    let fields = match pair.get(1) {
+    let fields = match pair.next() {
         None | Some(Value::Nil) => None,
-        Some(Value::Array(kv)) => Some(
-            kv.chunks(2)
-                .filter_map(|c| Some((bytes(c.first()?)?, bytes(c.get(1)?)?)))
-                .collect(),
-        ),
+        Some(Value::Array(kv)) => {
+            let mut kv = kv.into_iter();
+            let mut fields = Vec::with_capacity(kv.len() / 2);
+            while let (Some(k), Some(v)) = (kv.next(), kv.next()) {
+                if let (Some(k), Some(v)) = (into_bytes(k), into_bytes(v)) {
+                    fields.push((k, v));
+                }
+            }
+            Some(fields)
+        }
         Some(Value::Map(kv)) => Some(
-            kv.iter()
-                .filter_map(|(k, v)| Some((bytes(k)?, bytes(v)?)))
+            kv.into_iter()
+                .filter_map(|(k, v)| Some((into_bytes(k)?, into_bytes(v)?)))
                 .collect(),
         ),
-        Some(other) => return Err(ReplyError(format!("entry fields: {other:?}"))),
+        Some(other) => return Err(ReplyError(format!("entry fields: {}", shown(&other)))),
     };
     Ok(RawEntry {
         id,
@@ -206,15 +238,20 @@ pub fn parse_raw_entry(v: &Value) -> Result<RawEntry, ReplyError> {
 }
 
 pub fn parse_entry_list(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
+    take_entry_list(v.clone())
+}
+
+fn take_entry_list(v: Value) -> Result<Vec<RawEntry>, ReplyError> {
     match v {
         Value::Nil => Ok(Vec::new()),
-        Value::Array(items) => items.iter().map(parse_raw_entry).collect(),
-        other => Err(ReplyError(format!("entry list: {other:?}"))),
+        Value::Array(items) => items.into_iter().map(take_raw_entry).collect(),
+        other => Err(ReplyError(format!("entry list: {}", shown(&other)))),
     }
 }
 
-/// An `XREADGROUP` reply for one stream (nil on timeout).
-pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
+/// An `XREADGROUP` reply for one stream (nil on timeout), taken apart: the
+/// entries' fields are moved, not copied, so a batch is held once.
+pub fn parse_xreadgroup(v: Value) -> Result<Vec<RawEntry>, ReplyError> {
     match v {
         Value::Nil => Ok(Vec::new()),
         // RESP2: [[stream, entries]]
@@ -223,9 +260,12 @@ pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
             for s in streams {
                 match s {
                     Value::Array(pair) if pair.len() == 2 => {
-                        out.extend(parse_entry_list(&pair[1])?)
+                        let entries = pair.into_iter().nth(1).expect("two elements");
+                        out.extend(take_entry_list(entries)?)
                     }
-                    other => return Err(ReplyError(format!("XREADGROUP stream: {other:?}"))),
+                    other => {
+                        return Err(ReplyError(format!("XREADGROUP stream: {}", shown(&other))))
+                    }
                 }
             }
             Ok(out)
@@ -234,11 +274,11 @@ pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
         Value::Map(streams) => {
             let mut out = Vec::new();
             for (_, entries) in streams {
-                out.extend(parse_entry_list(entries)?);
+                out.extend(take_entry_list(entries)?);
             }
             Ok(out)
         }
-        other => Err(ReplyError(format!("XREADGROUP: {other:?}"))),
+        other => Err(ReplyError(format!("XREADGROUP: {}", shown(&other)))),
     }
 }
 
@@ -301,6 +341,37 @@ mod tests {
     }
 
     #[test]
+    fn a_field_given_twice_counts_by_its_last_value() {
+        let fields: &[(&str, &[u8])] = &[
+            ("id", b"first"),
+            ("text", b"one"),
+            ("id", b"last"),
+            ("text", b"two"),
+        ];
+        let Request::Check(a) = parse_entry(&entry(fields), 10).unwrap() else {
+            panic!()
+        };
+        assert_eq!((a.id.as_str(), a.text.as_str()), ("last", "two"));
+    }
+
+    #[test]
+    fn an_oversized_title_has_its_own_code() {
+        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES + 1];
+        let why = parse_entry(
+            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
+            10,
+        )
+        .unwrap_err();
+        assert_eq!(why.code(), "title_too_large", "{why}");
+        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES];
+        assert!(parse_entry(
+            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
+            10
+        )
+        .is_ok());
+    }
+
+    #[test]
     fn each_bad_input_has_its_reason() {
         assert_eq!(code(&[("text", b"x")]), "missing_field");
         assert_eq!(code(&[("id", b"a")]), "missing_field");
@@ -335,37 +406,6 @@ mod tests {
     }
 
     #[test]
-    fn a_field_given_twice_counts_by_its_last_value() {
-        let fields: &[(&str, &[u8])] = &[
-            ("id", b"first"),
-            ("text", b"one"),
-            ("id", b"last"),
-            ("text", b"two"),
-        ];
-        let Request::Check(a) = parse_entry(&entry(fields), 10).unwrap() else {
-            panic!()
-        };
-        assert_eq!((a.id.as_str(), a.text.as_str()), ("last", "two"));
-    }
-
-    #[test]
-    fn an_oversized_title_has_its_own_code() {
-        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES + 1];
-        let why = parse_entry(
-            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
-            10,
-        )
-        .unwrap_err();
-        assert_eq!(why.code(), "title_too_large", "{why}");
-        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES];
-        assert!(parse_entry(
-            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
-            10
-        )
-        .is_ok());
-    }
-
-    #[test]
     fn parses_replies() {
         let e = Value::Array(vec![
             Value::BulkString(b"1-0".to_vec()),
@@ -378,8 +418,8 @@ mod tests {
             Value::BulkString(b"s".to_vec()),
             Value::Array(vec![e]),
         ])]);
-        let got = parse_xreadgroup(&reply).unwrap();
+        let got = parse_xreadgroup(reply).unwrap();
         assert_eq!(got[0].field("id"), Some(&b"\xff"[..]));
-        assert!(parse_xreadgroup(&Value::Nil).unwrap().is_empty());
+        assert!(parse_xreadgroup(Value::Nil).unwrap().is_empty());
     }
 }
