@@ -45,6 +45,8 @@ pub enum Rejection {
     IdTooLong { len: usize, limit: usize },
     #[error("text is {len} bytes, over the {limit}-byte limit (max_text_bytes)")]
     TextTooLarge { len: usize, limit: usize },
+    #[error("field `title` is {len} bytes, over the {limit}-byte limit")]
+    TitleTooLarge { len: usize, limit: usize },
     #[error("field `ts` must be unix milliseconds (a non-negative integer), found {0:?}")]
     BadTimestamp(String),
     #[error("unknown op {0:?}: expected check, query or delete")]
@@ -88,6 +90,7 @@ impl Rejection {
             Rejection::EmptyId => "empty_id",
             Rejection::IdTooLong { .. } => "id_too_long",
             Rejection::TextTooLarge { .. } => "text_too_large",
+            Rejection::TitleTooLarge { .. } => "title_too_large",
             Rejection::BadTimestamp(_) => "bad_timestamp",
             Rejection::UnknownOp(_) => "unknown_op",
             Rejection::NoContent => "no_content",
@@ -103,6 +106,10 @@ impl Rejection {
 
 /// Ids longer than this are rejected (they are stored in every index key's members).
 pub const MAX_ID_BYTES: usize = 512;
+
+/// Titles longer than this are rejected: a title is carried along, never
+/// fingerprinted, and no headline needs more.
+pub const MAX_TITLE_BYTES: usize = 4096;
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -135,6 +142,17 @@ pub fn validate_text(text: &str, max_text_bytes: usize) -> Result<(), Rejection>
         return Err(Rejection::TextTooLarge {
             len: text.len(),
             limit: max_text_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Check a title's size (in bytes, before decoding).
+pub fn validate_title_len(len: usize) -> Result<(), Rejection> {
+    if len > MAX_TITLE_BYTES {
+        return Err(Rejection::TitleTooLarge {
+            len,
+            limit: MAX_TITLE_BYTES,
         });
     }
     Ok(())
@@ -290,7 +308,10 @@ pub fn parse_json_line(line: &[u8], max_text_bytes: usize) -> Result<Article, Re
     validate_text(&text, max_text_bytes)?;
     let title = match wire.title {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s),
+        Some(Value::String(s)) => {
+            validate_title_len(s.len())?;
+            Some(s)
+        }
         Some(other) => {
             return Err(Rejection::WrongType {
                 field: "title",
@@ -394,6 +415,11 @@ mod tests {
                 limit: 100
             }
         );
+        let title = format!(
+            r#"{{"id":"a","text":"x","title":"{}"}}"#,
+            "t".repeat(MAX_TITLE_BYTES + 1)
+        );
+        assert_eq!(parse(&title).unwrap_err().code(), "title_too_large");
         assert_eq!(id_hint(br#"{"id":"x","text":5}"#).as_deref(), Some("x"));
         assert_eq!(id_hint(b"{broken"), None);
         let err = parse_json_line(b"{\"id\":\"a\",\"text\":\"\xff\"}", 100).unwrap_err();

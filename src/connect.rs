@@ -34,7 +34,7 @@ use redis::{
     RedisResult, ServerErrorKind, TlsMode, Value,
 };
 
-use crate::settings::redact_url;
+use crate::settings::{percent_decode, redact_url, scrub};
 use crate::transient::is_transient;
 
 /// Why no connection could be opened.
@@ -115,32 +115,22 @@ struct SentinelTarget {
     sentinel_password: Option<String>,
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (
-            b[i],
-            b.get(i + 1).copied().and_then(hex),
-            b.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// Why a URL ending in `#insecure` is refused.
+pub const INSECURE_REFUSED: &str = "a URL ending in #insecure (TLS without checking the server's \
+    certificate) is refused: to trust a server whose certificate a private CA signed, set \
+    SSL_CERT_FILE to a PEM file with that CA";
 
 fn parse(url: &str) -> Result<Target, String> {
     let url = url.trim();
+    // Certificates are always checked: the redis crate would turn the check
+    // off for `#insecure` (its `tls-rustls-insecure` feature, not built in);
+    // refused here by name rather than by the crate's generic error.
+    if url
+        .split(',')
+        .any(|u| u.trim().to_ascii_lowercase().ends_with("#insecure"))
+    {
+        return Err(INSECURE_REFUSED.into());
+    }
     let (tls, rest) = if let Some(r) = url.strip_prefix("redis+sentinel://") {
         (false, r)
     } else if let Some(r) = url.strip_prefix("rediss+sentinel://") {
@@ -158,13 +148,15 @@ fn parse(url: &str) -> Result<Target, String> {
         return Ok(Target::Nodes(seeds));
     };
     let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (authority, path) = rest
+    // The user information runs to the last `@` (a password may hold `/`).
+    // Nothing of it goes into an error message.
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((u, r)) => (Some(u), r),
+        None => (None, rest),
+    };
+    let (hosts, path) = rest
         .split_once('/')
         .ok_or("no master name: use redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER_NAME")?;
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
     let (username, password) = match userinfo {
         None => (None, None),
         Some(u) => match u.split_once(':') {
@@ -187,7 +179,7 @@ fn parse(url: &str) -> Result<Target, String> {
                 None => (h, 26379),
             };
             if host.is_empty() {
-                return Err(format!("empty sentinel host in {authority:?}"));
+                return Err(format!("empty sentinel host in {hosts:?}"));
             }
             Ok((host.to_owned(), port))
         })
@@ -233,14 +225,15 @@ fn parse(url: &str) -> Result<Target, String> {
 /// Check a URL setting's form without connecting: what a process checks at
 /// start, so that a typo fails at once instead of being retried.
 pub fn validate_url(url: &str) -> Result<(), String> {
-    match parse(url)? {
+    let checked = match parse(url).map_err(|e| scrub(&e, url))? {
         Target::Nodes(seeds) => seeds.iter().try_for_each(|seed| {
             redis::Client::open(seed.as_str())
                 .map(drop)
                 .map_err(|e| format!("bad Redis URL {}: {e}", redact_url(seed)))
         }),
         Target::Sentinel(_) => Ok(()),
-    }
+    };
+    checked.map_err(|e| scrub(&e, url))
 }
 
 impl Conn {
@@ -249,7 +242,7 @@ impl Conn {
         let shown = redact_url(url);
         let bad = |reason: String| ConnectError::Config {
             url: shown.clone(),
-            reason,
+            reason: scrub(&reason, url),
         };
         let down = |source: RedisError| ConnectError::Unavailable {
             url: shown.clone(),

@@ -219,6 +219,7 @@ fn strip_html(text: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     let mut last = 0;
+    let mut next_gt = NextByte::new(b'>');
     while let Some(off) = memchr::memchr(b'<', &bytes[i..]) {
         let start = i + off;
         let next = bytes.get(start + 1).copied();
@@ -237,13 +238,13 @@ fn strip_html(text: &str) -> Cow<'_, str> {
             last = end;
             continue;
         }
-        let Some(close) = memchr::memchr(b'>', &bytes[start..]) else {
+        let Some(close) = next_gt.find(bytes, start) else {
             // "<abc" with no `>`: not a tag, keep it as text.
             i = start + 1;
             last = start;
             continue;
         };
-        let end = start + close + 1;
+        let end = close + 1;
         let name = tag_name(&text[start + 1..end - 1]);
         if !name.closing
             && SKIPPED_ELEMENTS
@@ -270,6 +271,40 @@ fn strip_html(text: &str) -> Cow<'_, str> {
     }
     out.push_str(&text[last..]);
     Cow::Owned(out)
+}
+
+/// The first position of one byte at or after a position, for scans whose
+/// position only moves forward.
+///
+/// Invariant: after a search, `found` is the first `byte` at or after every
+/// position queried so far up to it (or `None`: there is none after the last
+/// query). A later query reuses it while it is not behind the query, so all
+/// queries together read the text once, where a fresh search per query reads the
+/// rest of it each time (quadratic on text such as `[[[[…` or `<a<a<a…`).
+struct NextByte {
+    byte: u8,
+    searched: bool,
+    found: Option<usize>,
+}
+
+impl NextByte {
+    fn new(byte: u8) -> Self {
+        NextByte {
+            byte,
+            searched: false,
+            found: None,
+        }
+    }
+
+    /// The first `byte` in `bytes` at or after `at`. Queries on one `bytes`
+    /// must come with non-decreasing `at`.
+    fn find(&mut self, bytes: &[u8], at: usize) -> Option<usize> {
+        if !self.searched || self.found.is_some_and(|f| f < at) {
+            self.found = memchr::memchr(self.byte, &bytes[at.min(bytes.len())..]).map(|p| at + p);
+            self.searched = true;
+        }
+        self.found
+    }
 }
 
 struct TagName<'a> {
@@ -332,6 +367,9 @@ fn strip_markdown_markers<'a>(body: &'a str, buf: &'a mut String) -> &'a str {
     let out = buf;
     out.clear();
     let mut i = 0;
+    // `i` and the positions searched from only move forward.
+    let mut next_bracket = NextByte::new(b']');
+    let mut next_paren = NextByte::new(b')');
     // Markdown markers are ASCII, so walk bytes and copy everything else through.
     while i < bytes.len() {
         match bytes[i] {
@@ -354,11 +392,12 @@ fn strip_markdown_markers<'a>(body: &'a str, buf: &'a mut String) -> &'a str {
             }
             b'[' => {
                 // [text](url) -> text
-                let link = body[i + 1..].find(']').and_then(|close| {
-                    let close = i + 1 + close;
-                    let rest = body[close + 1..].strip_prefix('(')?;
-                    let paren = rest.find(')')?;
-                    Some((close, close + 2 + paren + 1))
+                let link = next_bracket.find(bytes, i + 1).and_then(|close| {
+                    if bytes.get(close + 1) != Some(&b'(') {
+                        return None;
+                    }
+                    let paren = next_paren.find(bytes, close + 2)?;
+                    Some((close, paren + 1))
                 });
                 match link {
                     Some((close, end)) => {

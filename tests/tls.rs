@@ -3,8 +3,8 @@
 //! made for the test (with the `openssl` command-line tool).
 //!
 //! The server certificate is checked against the system's roots or, as here, the
-//! CA file named by `SSL_CERT_FILE` (rustls-native-certs reads it); `#insecure`
-//! at the end of the URL skips the check.
+//! CA file named by `SSL_CERT_FILE` (rustls-native-certs reads it), always: a
+//! URL ending in `#insecure` is refused.
 
 mod support;
 
@@ -167,18 +167,37 @@ async fn index_and_tools_work_over_tls() {
         "{stderr}"
     );
 
-    // `#insecure` skips the check (for tests like this one, never production).
-    let idx = connect(&format!("{url}#insecure")).await.unwrap();
+    // `#insecure` would skip the check: refused, with the way to trust a
+    // private CA instead, by the library and the binary.
+    let insecure = format!("{url}#insecure");
+    let err = connect(&insecure)
+        .await
+        .expect_err("#insecure must be refused");
+    assert!(
+        err.to_string().contains("#insecure") && err.to_string().contains("SSL_CERT_FILE"),
+        "{err}"
+    );
+    let refused = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args(["stats", "--redis-url", &insecure, "-n", "tls"])
+        .env_remove("SSL_CERT_FILE")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("#insecure") && stderr.contains("SSL_CERT_FILE"),
+        "{stderr}"
+    );
+
+    // Trusting the CA: the real path, over TLS, sees what was stored over TLS.
+    std::env::set_var("SSL_CERT_FILE", file("ca.pem"));
+    let idx = connect(&url).await.unwrap();
     assert!(!idx
         .check_and_insert(&entry("a", 0x0123_4567_89ab_cdef))
         .await
         .unwrap()
         .verdict
         .is_duplicate());
-
-    // Trusting the CA: the real path, over TLS, sees what was stored over TLS.
-    std::env::set_var("SSL_CERT_FILE", file("ca.pem"));
-    let idx = connect(&url).await.unwrap();
     let out = idx
         .check_and_insert(&entry("b", 0x0123_4567_89ab_cdee))
         .await

@@ -43,7 +43,7 @@ pub mod stream;
 pub mod tools;
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -334,6 +334,9 @@ struct Shared<I> {
     /// The input stream and this worker's consumer name.
     stream: String,
     consumer: String,
+    /// Whether this worker has warned that the input stream's entry ids are
+    /// ahead of its clock: once per stream, not once per entry.
+    warned_future_ids: AtomicBool,
 }
 
 impl<I: Index + 'static> Worker<I> {
@@ -451,6 +454,7 @@ impl<I: Index + 'static> Worker<I> {
             index_permits: Semaphore::new(cfg.index_concurrency),
             stream: self.keys.input_stream(),
             consumer: self.consumer.clone(),
+            warned_future_ids: AtomicBool::new(false),
         });
         let liveness = Liveness::new(&self.keys, &cfg.group, &self.consumer, cfg.liveness_ttl_ms);
         // Liveness key, group and script, retried until they work (Redis may
@@ -746,7 +750,7 @@ impl<I: Index + 'static> Worker<I> {
             }
             Err(e) => return Err(e),
         };
-        let mut entries = parse_xreadgroup(&reply).map_err(reply_error)?;
+        let mut entries = parse_xreadgroup(reply).map_err(reply_error)?;
         if id != ">" && !entries.is_empty() {
             self.fill_deliveries(conn, &mut entries).await?;
         }
@@ -1027,6 +1031,15 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
         Request::Check(a) => (a, true),
         Request::Query(a) => (a, false),
     };
+    // The cheap checks (sizes above, the event time here) come before the
+    // fingerprint, the one step whose cost grows with the text.
+    let now = now_ms();
+    let ts_ms = article
+        .ts_ms
+        .unwrap_or_else(|| entry_time(shared, entry, now));
+    if let Err(why) = shared.event_times.check(ts_ms, now) {
+        return Prepared::Ready(Resolution::Rejected { why });
+    }
     let started = Instant::now();
     let fingerprint: Fingerprint = shared.fingerprinter.fingerprint(&article.text);
     shared
@@ -1038,13 +1051,6 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
             why: Rejection::NoContent,
         });
     }
-    let ts_ms = article
-        .ts_ms
-        .or_else(|| entry.stream_time_ms())
-        .unwrap_or(0);
-    if let Err(why) = shared.event_times.check(ts_ms, now_ms()) {
-        return Prepared::Ready(Resolution::Rejected { why });
-    }
     Prepared::Check(
         IndexEntry {
             id: article.id,
@@ -1053,6 +1059,34 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
         },
         insert,
     )
+}
+
+/// The event time of an entry without `ts`: its stream time (the `<ms>` of
+/// its id) when that is plausible, no later than the worker's clock plus the
+/// allowed skew; otherwise the worker's clock.
+///
+/// Redis numbers each `XADD *` entry after the stream's last id, so one entry
+/// added with an explicit id far in the future (`32503680000000-0`) gives every
+/// later entry that time: taken as event times, they would all be rejected
+/// `ts_in_future` until the stream is deleted. Warned about once per stream.
+fn entry_time(shared: &Shared<impl Index>, entry: &RawEntry, now_ms: i64) -> i64 {
+    let latest = now_ms.saturating_add(shared.event_times.max_skew_ms as i64);
+    match entry.stream_time_ms() {
+        Some(t) if t <= latest => t,
+        stream_time => {
+            if !shared.warned_future_ids.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    stream = %shared.stream,
+                    entry = %entry.id,
+                    ahead_s = stream_time.map_or(0, |t| (t - now_ms) / 1000),
+                    "the input stream's entry ids are ahead of this worker's clock (an entry was \
+                     added with an explicit id in the future?): entries without `ts` take the \
+                     worker's clock as their event time; warned once per stream"
+                );
+            }
+            now_ms
+        }
+    }
 }
 
 /// The worker's clock, unix milliseconds.

@@ -48,8 +48,10 @@ pub async fn run<I: Index + 'static>(
     let summary = worker.run(shutdown).await;
     // Whatever ended the worker ends the listener too.
     trigger.fire();
+    // The listener closes its connections within its grace; waiting on it is
+    // bounded all the same, so that no client keeps the process alive.
     if let Some(task) = http_task {
-        let _ = task.await;
+        let _ = tokio::time::timeout(2 * http::SHUTDOWN_GRACE, task).await;
     }
     summary
 }

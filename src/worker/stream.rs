@@ -7,7 +7,9 @@
 
 use redis::Value;
 
-use crate::article::{parse_ts, validate_id, validate_text, Article, Rejection};
+use crate::article::{
+    parse_ts, validate_id, validate_text, validate_title_len, Article, Rejection,
+};
 
 /// One input stream entry as Redis returned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,15 +24,18 @@ pub struct RawEntry {
 }
 
 impl RawEntry {
+    /// The value of field `name`. A field given more than once counts by its
+    /// last value, as in `scan`'s JSON lines (`docs/protocol.md`).
     pub fn field(&self, name: &str) -> Option<&[u8]> {
         self.fields
             .as_ref()?
             .iter()
-            .find(|(k, _)| k == name.as_bytes())
+            .rfind(|(k, _)| k == name.as_bytes())
             .map(|(_, v)| v.as_slice())
     }
 
-    /// The entry's own time (the `<ms>` part of its id): the default event time.
+    /// The entry's own time (the `<ms>` part of its id): the default event
+    /// time, when it is plausible (see the worker's `entry_time`).
     pub fn stream_time_ms(&self) -> Option<i64> {
         self.id.split('-').next()?.parse().ok()
     }
@@ -92,8 +97,10 @@ fn utf8_field(entry: &RawEntry, name: &'static str) -> Result<Option<String>, Re
 
 /// Turn an entry's fields into a request, or say specifically why not.
 ///
-/// `ts` defaults to the entry's stream time, so articles without one are
-/// compared by when they were produced.
+/// Without a `ts` field the article's `ts_ms` is `None`: the worker then
+/// takes the entry's stream time, if plausible, so that articles without one
+/// are compared by when they were produced. Sizes are checked on the raw
+/// bytes, before anything is decoded or copied.
 pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, Rejection> {
     if entry.fields.is_none() {
         return Err(Rejection::EntryDeleted);
@@ -119,12 +126,15 @@ pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, R
             limit: max_text_bytes,
         });
     }
+    if let Some(raw_title) = entry.field("title") {
+        validate_title_len(raw_title.len())?;
+    }
     let text = utf8_field(entry, "text")?.unwrap_or_default();
     validate_text(&text, max_text_bytes)?;
     let title = utf8_field(entry, "title")?;
     let ts_ms = match utf8_field(entry, "ts") {
         Ok(Some(ts)) => Some(parse_ts(&ts)?),
-        Ok(None) => entry.stream_time_ms(),
+        Ok(None) => None,
         Err(_) => {
             return Err(Rejection::BadTimestamp(
                 String::from_utf8_lossy(entry.field("ts").unwrap_or_default())
@@ -153,9 +163,14 @@ pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, R
 pub struct ReplyError(pub String);
 
 fn bytes(v: &Value) -> Option<Vec<u8>> {
+    into_bytes(v.clone())
+}
+
+/// A reply value's bytes, moved out of it (a field may be megabytes).
+fn into_bytes(v: Value) -> Option<Vec<u8>> {
     match v {
-        Value::BulkString(b) => Some(b.clone()),
-        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.into_bytes()),
         Value::Int(i) => Some(i.to_string().into_bytes()),
         _ => None,
     }
@@ -165,28 +180,55 @@ fn string(v: &Value) -> Option<String> {
     bytes(v).and_then(|b| String::from_utf8(b).ok())
 }
 
+/// The start of a reply shown in an error: never a whole entry.
+fn shown(v: &Value) -> String {
+    let mut text = format!("{v:?}");
+    if text.len() > 200 {
+        let mut end = 200;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 /// One `[id, [f, v, ...]]` element.
 pub fn parse_raw_entry(v: &Value) -> Result<RawEntry, ReplyError> {
+    take_raw_entry(v.clone())
+}
+
+/// [`parse_raw_entry`], moving the fields out of the reply rather than
+/// copying them.
+fn take_raw_entry(v: Value) -> Result<RawEntry, ReplyError> {
     let Value::Array(pair) = v else {
-        return Err(ReplyError(format!("entry is not an array: {v:?}")));
+        return Err(ReplyError(format!("entry is not an array: {}", shown(&v))));
     };
+    let mut pair = pair.into_iter();
     let id = pair
-        .first()
-        .and_then(string)
+        .next()
+        .and_then(into_bytes)
+        .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| ReplyError("entry without an id".into()))?;
-    let fields = match pair.get(1) {
+    let fields = match pair.next() {
         None | Some(Value::Nil) => None,
-        Some(Value::Array(kv)) => Some(
-            kv.chunks(2)
-                .filter_map(|c| Some((bytes(c.first()?)?, bytes(c.get(1)?)?)))
-                .collect(),
-        ),
+        Some(Value::Array(kv)) => {
+            let mut kv = kv.into_iter();
+            let mut fields = Vec::with_capacity(kv.len() / 2);
+            while let (Some(k), Some(v)) = (kv.next(), kv.next()) {
+                if let (Some(k), Some(v)) = (into_bytes(k), into_bytes(v)) {
+                    fields.push((k, v));
+                }
+            }
+            Some(fields)
+        }
         Some(Value::Map(kv)) => Some(
-            kv.iter()
-                .filter_map(|(k, v)| Some((bytes(k)?, bytes(v)?)))
+            kv.into_iter()
+                .filter_map(|(k, v)| Some((into_bytes(k)?, into_bytes(v)?)))
                 .collect(),
         ),
-        Some(other) => return Err(ReplyError(format!("entry fields: {other:?}"))),
+        Some(other) => return Err(ReplyError(format!("entry fields: {}", shown(&other)))),
     };
     Ok(RawEntry {
         id,
@@ -196,15 +238,20 @@ pub fn parse_raw_entry(v: &Value) -> Result<RawEntry, ReplyError> {
 }
 
 pub fn parse_entry_list(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
+    take_entry_list(v.clone())
+}
+
+fn take_entry_list(v: Value) -> Result<Vec<RawEntry>, ReplyError> {
     match v {
         Value::Nil => Ok(Vec::new()),
-        Value::Array(items) => items.iter().map(parse_raw_entry).collect(),
-        other => Err(ReplyError(format!("entry list: {other:?}"))),
+        Value::Array(items) => items.into_iter().map(take_raw_entry).collect(),
+        other => Err(ReplyError(format!("entry list: {}", shown(&other)))),
     }
 }
 
-/// An `XREADGROUP` reply for one stream (nil on timeout).
-pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
+/// An `XREADGROUP` reply for one stream (nil on timeout), taken apart: the
+/// entries' fields are moved, not copied, so a batch is held once.
+pub fn parse_xreadgroup(v: Value) -> Result<Vec<RawEntry>, ReplyError> {
     match v {
         Value::Nil => Ok(Vec::new()),
         // RESP2: [[stream, entries]]
@@ -213,9 +260,12 @@ pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
             for s in streams {
                 match s {
                     Value::Array(pair) if pair.len() == 2 => {
-                        out.extend(parse_entry_list(&pair[1])?)
+                        let entries = pair.into_iter().nth(1).expect("two elements");
+                        out.extend(take_entry_list(entries)?)
                     }
-                    other => return Err(ReplyError(format!("XREADGROUP stream: {other:?}"))),
+                    other => {
+                        return Err(ReplyError(format!("XREADGROUP stream: {}", shown(&other))))
+                    }
                 }
             }
             Ok(out)
@@ -224,11 +274,11 @@ pub fn parse_xreadgroup(v: &Value) -> Result<Vec<RawEntry>, ReplyError> {
         Value::Map(streams) => {
             let mut out = Vec::new();
             for (_, entries) in streams {
-                out.extend(parse_entry_list(entries)?);
+                out.extend(take_entry_list(entries)?);
             }
             Ok(out)
         }
-        other => Err(ReplyError(format!("XREADGROUP: {other:?}"))),
+        other => Err(ReplyError(format!("XREADGROUP: {}", shown(&other)))),
     }
 }
 
@@ -279,7 +329,7 @@ mod tests {
     fn valid_entries() {
         let r = parse_entry(&entry(&[("id", b"a"), ("text", b"hello")]), 10).unwrap();
         let Request::Check(a) = r else { panic!() };
-        assert_eq!(a.ts_ms, Some(1_700_000_000_000), "defaults to stream time");
+        assert_eq!(a.ts_ms, None, "the worker chooses the default");
         let r = parse_entry(
             &entry(&[("id", b"a"), ("text", b"x"), ("ts", b"5"), ("op", b"query")]),
             10,
@@ -288,6 +338,37 @@ mod tests {
         assert!(matches!(r, Request::Query(Article { ts_ms: Some(5), .. })));
         let r = parse_entry(&entry(&[("id", b"a"), ("op", b"delete")]), 10).unwrap();
         assert_eq!(r, Request::Delete { id: "a".into() });
+    }
+
+    #[test]
+    fn a_field_given_twice_counts_by_its_last_value() {
+        let fields: &[(&str, &[u8])] = &[
+            ("id", b"first"),
+            ("text", b"one"),
+            ("id", b"last"),
+            ("text", b"two"),
+        ];
+        let Request::Check(a) = parse_entry(&entry(fields), 10).unwrap() else {
+            panic!()
+        };
+        assert_eq!((a.id.as_str(), a.text.as_str()), ("last", "two"));
+    }
+
+    #[test]
+    fn an_oversized_title_has_its_own_code() {
+        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES + 1];
+        let why = parse_entry(
+            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
+            10,
+        )
+        .unwrap_err();
+        assert_eq!(why.code(), "title_too_large", "{why}");
+        let title = vec![b'x'; crate::article::MAX_TITLE_BYTES];
+        assert!(parse_entry(
+            &entry(&[("id", b"a"), ("text", b"x"), ("title", &title)]),
+            10
+        )
+        .is_ok());
     }
 
     #[test]
@@ -337,8 +418,8 @@ mod tests {
             Value::BulkString(b"s".to_vec()),
             Value::Array(vec![e]),
         ])]);
-        let got = parse_xreadgroup(&reply).unwrap();
+        let got = parse_xreadgroup(reply).unwrap();
         assert_eq!(got[0].field("id"), Some(&b"\xff"[..]));
-        assert!(parse_xreadgroup(&Value::Nil).unwrap().is_empty());
+        assert!(parse_xreadgroup(Value::Nil).unwrap().is_empty());
     }
 }

@@ -1307,6 +1307,16 @@ async fn the_documented_minimal_acl_is_enough() {
         .arg("simdedup:{other}:x")
         .query(&mut other);
     assert!(denied.is_err(), "GET outside the namespace must be refused");
+    // Nor read the server's settings: `CONFIG GET` shows passwords in clear
+    // (the index only warns when it cannot read the eviction policy).
+    let config: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("requirepass")
+        .query(&mut other);
+    assert!(
+        config.is_err(),
+        "the documented ACL must not grant CONFIG GET: {config:?}"
+    );
 }
 
 /// Every kind of index call, as the documented ACL user.

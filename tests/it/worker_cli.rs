@@ -61,3 +61,77 @@ fn config_precedence_and_redaction() {
     assert!(shown.contains("namespace = \"from-flag\""), "{shown}");
     assert!(!shown.contains("flagsecret"));
 }
+
+/// Every URL form `docs/operations.md` lists, with passwords, pointing at a
+/// closed port: no password appears in `simdedup config`, in a tool's
+/// "cannot reach Redis" error, or in the worker's log while it retries, at
+/// every log level (trace shows everything the libraries log too).
+#[test]
+fn no_password_is_printed_for_any_url_form_at_any_log_level() {
+    use std::process::Stdio;
+    use std::time::Duration;
+    let port = crate::support::free_port();
+    let h = format!("127.0.0.1:{port}");
+    let urls: Vec<(String, Vec<&str>)> = vec![
+        (format!("redis://app:pwNode1@{h}/0"), vec!["pwNode1"]),
+        (format!("redis://pwLone2@{h}"), vec!["pwLone2"]),
+        (
+            format!("redis://app:pwSeedA3@{h},redis://app:pwSeedB4@{h}"),
+            vec!["pwSeedA3", "pwSeedB4"],
+        ),
+        (
+            format!("redis+sentinel://app:pwData5@{h},{h}/mymaster/0?sentinel_username=s&sentinel_password=pwSent6"),
+            vec!["pwData5", "pwSent6"],
+        ),
+        (
+            "redis+sentinel://app:pwBad7@:26379/mymaster".to_owned(),
+            vec!["pwBad7"],
+        ),
+    ];
+    let simdedup = |args: &[&str], url: &str, level: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_simdedup"));
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("SIMDEDUP_")) {
+            cmd.env_remove(k);
+        }
+        cmd.args(args)
+            .args(["--redis-url", url])
+            .env("SIMDEDUP_LOG", level);
+        cmd
+    };
+    for (url, secrets) in &urls {
+        let check = |what: &str, text: &str| {
+            for secret in secrets {
+                assert!(
+                    !text.contains(secret),
+                    "{what} for {url} shows {secret}:\n{text}"
+                );
+            }
+        };
+        for level in ["error", "warn", "info", "debug", "trace"] {
+            let out = simdedup(&["config"], url, level).output().unwrap();
+            check("config", &String::from_utf8_lossy(&out.stdout));
+            check("config's log", &String::from_utf8_lossy(&out.stderr));
+            let out = simdedup(&["stats", "-n", "pw"], url, level)
+                .output()
+                .unwrap();
+            assert!(!out.status.success(), "stats reached a closed port");
+            check("stats", &String::from_utf8_lossy(&out.stdout));
+            check("stats' error", &String::from_utf8_lossy(&out.stderr));
+        }
+        // The worker retries, logging a WARN line each time.
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let http = format!("127.0.0.1:{}", crate::support::free_port());
+        let mut worker = simdedup(&["worker", "-n", "pw", "--http-addr", &http], url, "trace")
+            .env("SIMDEDUP_WORKER__BACKOFF_MAX_MS", "100")
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = worker.kill();
+        let _ = worker.wait();
+        let logged = std::fs::read_to_string(log.path()).unwrap();
+        assert!(!logged.is_empty(), "the worker logged nothing for {url}");
+        check("the worker's log", &logged);
+    }
+}

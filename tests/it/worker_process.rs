@@ -56,6 +56,18 @@ fn spawn_worker_with(
     http_port: u16,
     index: &str,
 ) -> Worker {
+    spawn_worker_logging_to(server, ns, consumer, http_port, index, Stdio::inherit())
+}
+
+/// A worker whose log (at `warn`) goes to `stderr`.
+fn spawn_worker_logging_to(
+    server: &RedisServer,
+    ns: &str,
+    consumer: &str,
+    http_port: u16,
+    index: &str,
+    stderr: Stdio,
+) -> Worker {
     let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
         .args([
             "worker",
@@ -83,7 +95,7 @@ fn spawn_worker_with(
         .env_remove("SIMDEDUP_CONFIG")
         .env("SIMDEDUP_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("spawn simdedup worker");
     Worker(child)
@@ -592,4 +604,104 @@ fn scan_and_two_workers_agree_on_partial_copies() {
     by_scan.sort();
     by_workers.sort();
     assert_eq!(by_workers, by_scan);
+
+/// The HTTP listener cannot be held by its clients: a connection whose
+/// request headers never end is closed by the worker, and SIGINT ends the
+/// worker while another such client is still connected. (The waits are upper
+/// bounds against hangs; without the header timeout or with a shutdown that
+/// waits for every client, they run out.)
+#[test]
+fn http_clients_with_partial_headers_neither_stay_nor_delay_shutdown() {
+    use std::io::{Read, Write};
+    let server = RedisServer::start();
+    let port = free_port();
+    let mut w = spawn_worker(&server, "http", "h", port);
+    wait_until("ready", LIMIT, || {
+        http_get(port, "/readyz").map(|r| r.0) == Some(200)
+    });
+    let partial = || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        s
+    };
+    // The worker closes it (an error reply, or none): the read ends.
+    let mut slow = partial();
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut reply = Vec::new();
+    let read = slow.read_to_end(&mut reply);
+    assert!(
+        read.is_ok(),
+        "a connection with partial headers stayed open 30 s: {read:?}"
+    );
+    // SIGINT with a partial request open: the worker exits all the same.
+    let _held = partial();
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&w, "-INT");
+    wait_until(
+        "exit after SIGINT with a client connected",
+        Duration::from_secs(20),
+        || matches!(w.try_wait(), Ok(Some(_))),
+    );
+    let status = w.wait().unwrap();
+    assert!(status.success(), "exit status {status:?}");
+}
+
+/// One entry added with an explicit id far in the future
+/// (`32503680000000-0`, year 3000) makes Redis number every later entry
+/// after it. Entries without `ts` then take the worker's clock, not their
+/// implausible stream time: none is rejected `ts_in_future`, and the worker
+/// warns once for the stream, not once per entry.
+#[test]
+fn a_future_entry_id_does_not_reject_later_articles() {
+    let server = RedisServer::start();
+    let keys = Keys::new("future");
+    let mut conn = server.connection();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let port = free_port();
+    let mut w = spawn_worker_logging_to(
+        &server,
+        "future",
+        "f",
+        port,
+        "embedded",
+        Stdio::from(log.reopen().unwrap()),
+    );
+    wait_until("ready", LIMIT, || {
+        http_get(port, "/readyz").map(|r| r.0) == Some(200)
+    });
+    let first = article_text(0, 0);
+    let _: String = redis::cmd("XADD")
+        .arg(keys.input_stream())
+        .arg("32503680000000-0")
+        .arg("id")
+        .arg("f0")
+        .arg("text")
+        .arg(&first)
+        .query(&mut conn)
+        .unwrap();
+    for i in 1..6u64 {
+        let text = article_text(i, 0);
+        xadd(
+            &mut conn,
+            &keys,
+            &[
+                ("id", format!("f{i}").as_bytes()),
+                ("text", text.as_bytes()),
+            ],
+        );
+    }
+    wait_until("6 outputs", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= 6
+    });
+    let outputs = read_stream(&mut conn, &keys.output_stream());
+    for (_, f) in &outputs {
+        assert_eq!(f["verdict"], "unique", "{f:?}");
+    }
+    signal(&w, "-TERM");
+    assert!(w.wait().unwrap().success());
+    let logged = std::fs::read_to_string(log.path()).unwrap();
+    let warnings = logged.matches("ahead of this worker's clock").count();
+    assert_eq!(warnings, 1, "one warning for the stream:\n{logged}");
 }

@@ -15,12 +15,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use simdedup::article::{MAX_ID_BYTES, MAX_TITLE_BYTES};
 use simdedup::decision::DecisionConfig;
 use simdedup::fingerprint::Fingerprinter;
 use simdedup::index::{EmbeddedIndex, Index, RedisIndex, RedisIndexOptions};
 use simdedup::keys::Keys;
 use simdedup::settings::Settings;
-use simdedup::worker::output::MAX_DEAD_LETTER_FIELDS;
+use simdedup::worker::output::{MAX_COPIED_FIELD_BYTES, MAX_DEAD_LETTER_FIELDS};
 use simdedup::worker::shutdown::ShutdownTrigger;
 use simdedup::worker::{RunSummary, Worker, WorkerConfig};
 use support::{Deployment, RedisCluster, RedisServer, SentinelGroup};
@@ -207,6 +208,26 @@ async fn bad_input(server: &impl Deployment, ns: &str) {
     for (fields, code) in &cases {
         expected.insert(xadd(&mut conn, &keys, fields), *code);
     }
+    // Oversized fields: a title, an id (only a bounded prefix of it is
+    // copied into the verdict and the dead letter).
+    let title = "t".repeat(MAX_TITLE_BYTES + 1);
+    let long_title = xadd(
+        &mut conn,
+        &keys,
+        &[
+            ("id", b"title"),
+            ("text", good.as_bytes()),
+            ("title", title.as_bytes()),
+        ],
+    );
+    expected.insert(long_title.clone(), "title_too_large");
+    let long_id = "i".repeat(100_000);
+    let long_id_source = xadd(
+        &mut conn,
+        &keys,
+        &[("id", long_id.as_bytes()), ("text", good.as_bytes())],
+    );
+    expected.insert(long_id_source.clone(), "id_too_long");
     // An entry with thousands of fields (and no text): its dead letter must
     // still be written, and its output (more values than one Lua call takes).
     let junk: Vec<(String, String)> = (0..5000).map(|i| (format!("f{i}"), "x".into())).collect();
@@ -304,6 +325,20 @@ async fn bad_input(server: &impl Deployment, ns: &str) {
         .find(|(_, f)| f.get("id").map(String::as_str) == Some("utf8"))
         .unwrap();
     assert!(utf8.1.contains_key("text"), "original fields kept");
+    // Oversized fields: bounded prefixes, with what was cut and its length.
+    let of = |source: &str| &dead.iter().find(|(_, f)| f["source"] == source).unwrap().1;
+    let big_dead = of(&expected_key(&expected, "text_too_large"));
+    assert_eq!(big_dead["text"].len(), MAX_COPIED_FIELD_BYTES);
+    assert_eq!(big_dead["truncated"], format!("text:{}", big.len()));
+    let title_dead = of(&long_title);
+    assert_eq!(title_dead["title"].len(), MAX_TITLE_BYTES);
+    assert_eq!(title_dead["truncated"], format!("title:{}", title.len()));
+    let id_dead = of(&long_id_source);
+    assert_eq!(id_dead["id"].len(), MAX_ID_BYTES);
+    assert_eq!(id_dead["truncated"], "id:100000");
+    let id_out = &by_source[&long_id_source];
+    assert_eq!(id_out["id"].len(), MAX_ID_BYTES);
+    assert_eq!(id_out["truncated"], "id:100000");
     let many = &dead
         .iter()
         .find(|(_, f)| f["source"] == many_source)
