@@ -10,7 +10,7 @@
 
 # ---- build ------------------------------------------------------------------
 # Same Debian release as the runtime stage (glibc must match). The crate's MSRV
-# is 1.82; 1.95 is the toolchain it is developed and tested with.
+# is `rust-version` of Cargo.toml; 1.95 is the toolchain it is developed and tested with.
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 

@@ -31,12 +31,22 @@ fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("usage: fingerprint_profile FILE.jsonl [N]"))?;
     let n: usize = args.next().map_or(Ok(2000), |s| s.parse())?;
     let mut texts = Vec::with_capacity(n);
-    for line in BufReader::new(std::fs::File::open(&path)?).lines() {
+    for (n, line) in BufReader::new(std::fs::File::open(&path)?)
+        .lines()
+        .enumerate()
+    {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value = serde_json::from_str(&line)?;
+        // A line that is no JSON is reported and skipped, as `scan` rejects it.
+        let v: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("line {}: skipped, not JSON: {e}", n + 1);
+                continue;
+            }
+        };
         if let Some(t) = v["text"].as_str() {
             texts.push(t.to_owned());
         }

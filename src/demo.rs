@@ -134,6 +134,7 @@ fn run_embedded(out: &mut dyn Write, note: &mut dyn Write) -> Result<DemoReport>
         default_ts_ms: now_ms(),
         total_bytes: None,
         progress: false,
+        event_time: settings.event_time(),
     };
     let summary = scan(
         SAMPLE.as_bytes(),
@@ -167,13 +168,6 @@ fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
-
-/// The verdict fields in a fixed order (the stream's own order depends on the
-/// verdict), for printing.
-const FIELDS: [&str; 11] = [
-    "id", "verdict", "dup_of", "distance", "signal", "simhash", "op", "replayed", "reason", "code",
-    "source",
-];
 
 fn run_on_redis(
     url: &str,
@@ -326,12 +320,12 @@ fn run_on_redis(
     let mut by_verdict = HashMap::new();
     for source in &sources {
         let fields = &answers[source];
-        let mut obj = serde_json::Map::new();
-        for name in FIELDS {
-            if let Some(v) = fields.get(name) {
-                obj.insert(name.to_owned(), serde_json::Value::String(v.clone()));
-            }
-        }
+        // Every field the output stream has, as it has it (strings), sorted
+        // by name: the stream's own order depends on the verdict.
+        let obj: serde_json::Map<String, serde_json::Value> = fields
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect();
         *by_verdict
             .entry(fields.get("verdict").cloned().unwrap_or_default())
             .or_insert(0) += 1;

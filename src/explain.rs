@@ -129,9 +129,9 @@ pub fn run(settings: &Settings, a: &Path, b: &Path, json: bool) -> anyhow::Resul
     let (ta, tb) = (read(a)?, read(b)?);
     let x = explain(&settings.fingerprinter()?, &ta, &tb, &settings.decision);
     if json {
-        println!("{}", serde_json::to_string_pretty(&x)?);
+        crate::cli::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&x)?))?;
     } else {
-        print!("{x}");
+        crate::cli::print_stdout(&x.to_string())?;
     }
     Ok(())
 }

@@ -1,9 +1,9 @@
 //! The `simdedup` command line: parses arguments, sets up tracing, and calls
 //! the subcommand's `run` in the library (`simdedup::cli`).
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use simdedup::cli::args::RedisCommon;
+use simdedup::cli::args::{with_setting_defaults, RedisCommon, RedisTarget};
 use simdedup::cli::demo::DemoArgs;
 use simdedup::cli::eval::EvalArgs;
 use simdedup::cli::explain::ExplainArgs;
@@ -59,7 +59,7 @@ enum Command {
     /// Add JSONL articles to the input stream (pipelined XADD).
     Produce(ProduceArgs),
     /// Show lag, pending entries and consumers of a namespace.
-    Stats(RedisCommon),
+    Stats(RedisTarget),
     /// Show what the index holds about an article: fingerprint, verdict, cluster.
     Inspect(InspectArgs),
     /// Print the effective configuration (file ← environment ← flags), secrets redacted.
@@ -67,7 +67,8 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let matches = with_setting_defaults(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // The worker is a service: its lifecycle belongs in the log by default.
     let level = if matches!(cli.command, Command::Worker(_)) {
         "info"
@@ -90,8 +91,11 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of standard output went away (`… | head`): the output
+        // is no longer wanted, which is no failure, as in ripgrep.
+        Err(e) if cli::is_broken_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("simdedup: error: {e:#}");
+            eprintln!("simdedup: error: {}", cli::error_text(&e));
             std::process::ExitCode::FAILURE
         }
     }

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::article::{id_hint, parse_json_line, Rejection};
+use crate::article::{id_hint, parse_json_line, EventTimeBounds, Rejection};
 use crate::fingerprint::{Fingerprint, Fingerprinter};
 use crate::index::{EmbeddedIndex, IndexEntry, Verdict};
 use crate::simhash::to_hex;
@@ -93,6 +93,9 @@ pub struct ScanOptions {
     pub total_bytes: Option<u64>,
     /// Draw a progress bar on stderr.
     pub progress: bool,
+    /// A `ts` that reads as another unit than milliseconds at
+    /// `default_ts_ms` is rejected as the worker rejects it (`ts_wrong_unit`).
+    pub event_time: EventTimeBounds,
 }
 
 /// Counts of a finished scan.
@@ -177,8 +180,16 @@ enum Prepared {
     },
 }
 
-fn prepare(fp: &Fingerprinter, line_no: u64, bytes: &[u8], max_text_bytes: usize) -> Prepared {
-    match parse_json_line(bytes, max_text_bytes) {
+fn prepare(fp: &Fingerprinter, line_no: u64, bytes: &[u8], options: &ScanOptions) -> Prepared {
+    let parsed =
+        parse_json_line(bytes, options.max_text_bytes).and_then(|article| match article.ts_ms {
+            Some(ts) => options
+                .event_time
+                .check_unit(ts, options.default_ts_ms)
+                .map(|()| article),
+            None => Ok(article),
+        });
+    match parsed {
         Err(why) => Prepared::Rejected {
             id: id_hint(bytes),
             line: line_no,
@@ -272,7 +283,7 @@ pub fn scan_records(
                     .par_iter()
                     .map(|(n, range)| {
                         let bytes = &chunk[range.clone()];
-                        prepare(fingerprinter, *n, bytes, options.max_text_bytes)
+                        prepare(fingerprinter, *n, bytes, options)
                     })
                     .collect();
                 if tx.send(Ok((prepared, bytes_read))).is_err() {

@@ -91,6 +91,25 @@ pub enum SettingsError {
     Idf(#[from] IdfError),
     #[error("configuration: cannot write it as TOML")]
     Show(#[from] toml::ser::Error),
+    /// A `SIMDEDUP_*` variable of the environment that names no setting.
+    #[error(
+        "configuration: the environment variable {name} is not a setting{}: every SIMDEDUP_* \
+         variable is read as one (a variable of your own needs another prefix; \
+         docs/operations.md, \"Settings from the environment\")",
+        did_you_mean(suggestions)
+    )]
+    UnknownVariable {
+        name: String,
+        suggestions: Vec<String>,
+    },
+}
+
+fn did_you_mean(suggestions: &[String]) -> String {
+    match suggestions {
+        [] => String::new(),
+        [one] => format!(" (did you mean {one}?)"),
+        many => format!(" (did you mean one of {}?)", many.join(", ")),
+    }
 }
 
 impl Settings {
@@ -121,6 +140,7 @@ impl Settings {
         let env: config::Map<String, String> = std::env::vars()
             .filter(|(k, _)| k.starts_with("SIMDEDUP_") && !NOT_SETTINGS.contains(&k.as_str()))
             .collect();
+        check_variables(env.keys())?;
         builder = builder.add_source(
             config::Environment::with_prefix("SIMDEDUP")
                 .prefix_separator("_")
@@ -162,11 +182,36 @@ impl Settings {
     }
 
     /// These settings as TOML with secrets (the URL's password) redacted, for
-    /// `simdedup config`. Unset optional keys are left out.
+    /// `simdedup config`: every effective value, `bucket_hours` as the index
+    /// derives it when unset; `idf_path`, which has no value when unset, as a
+    /// comment.
     pub fn to_redacted_toml(&self) -> Result<String, SettingsError> {
         let mut shown = self.clone();
         shown.redis_url = redact_url(&self.redis_url);
-        Ok(toml::to_string(&shown)?)
+        shown.bucket_hours = Some(self.effective_bucket_hours());
+        let mut text = String::new();
+        if self.idf_path.is_none() {
+            text.push_str("# idf_path: unset, jieba's built-in IDF table\n");
+        }
+        text.push_str(&toml::to_string(&shown)?);
+        Ok(text)
+    }
+
+    /// The Redis index's bucket length in hours: `bucket_hours`, or what the
+    /// index derives from the window without it.
+    pub fn effective_bucket_hours(&self) -> u32 {
+        self.bucket_hours.unwrap_or_else(|| {
+            (crate::index::redis::default_bucket_ms(self.decision.window_ms) / 3_600_000) as u32
+        })
+    }
+
+    /// The event times a worker with these settings accepts (and whose unit
+    /// rule `scan` applies).
+    pub fn event_time(&self) -> crate::article::EventTimeBounds {
+        crate::article::EventTimeBounds {
+            window_ms: self.decision.window_ms,
+            max_skew_ms: self.worker.max_clock_skew_ms,
+        }
     }
 
     /// The IDF table these settings name.
@@ -189,6 +234,85 @@ impl Settings {
         let idf = idf.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         Ok(Fingerprinter::new(tokenizer, idf, self.fingerprint.clone()))
     }
+}
+
+/// The environment variable of every setting (`SIMDEDUP_WORKER__BATCH_SIZE`),
+/// from the settings' own shape.
+pub fn setting_variables() -> Vec<String> {
+    fn walk(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(fields) => {
+                for (key, v) in fields {
+                    let name = if prefix.is_empty() {
+                        key.to_ascii_uppercase()
+                    } else {
+                        format!("{prefix}__{}", key.to_ascii_uppercase())
+                    };
+                    walk(&name, v, out);
+                }
+            }
+            _ => out.push(format!("SIMDEDUP_{prefix}")),
+        }
+    }
+    let mut out = Vec::new();
+    let shape = serde_json::to_value(Settings::default()).unwrap_or_default();
+    walk("", &shape, &mut out);
+    out
+}
+
+/// Refuse a `SIMDEDUP_*` variable that is no setting, naming it and the
+/// settings it is closest to. A misspelt setting that were only warned about
+/// would leave a worker on a value its operator meant to change, while every
+/// worker of a namespace must agree on its settings.
+fn check_variables<'a>(names: impl Iterator<Item = &'a String>) -> Result<(), SettingsError> {
+    let known = setting_variables();
+    for name in names {
+        let upper = name.to_ascii_uppercase();
+        if known.contains(&upper) {
+            continue;
+        }
+        let mut near: Vec<(usize, &String)> = known
+            .iter()
+            .map(|k| (edit_distance(&upper, k), k))
+            .filter(|&(d, k)| d <= 3.max(k.len() / 4))
+            .collect();
+        near.sort();
+        let mut suggestions: Vec<String> = near.iter().take(3).map(|(_, k)| (*k).clone()).collect();
+        if suggestions.is_empty() {
+            // A variable of a section (`SIMDEDUP_WORKER__…`): that section's settings.
+            if let Some((section, _)) = upper.split_once("__") {
+                let prefix = format!("{section}__");
+                suggestions = known
+                    .iter()
+                    .filter(|k| k.starts_with(&prefix))
+                    .cloned()
+                    .collect();
+            }
+        }
+        return Err(SettingsError::UnknownVariable {
+            name: name.clone(),
+            suggestions,
+        });
+    }
+    Ok(())
+}
+
+/// Levenshtein distance of two ASCII-ish names, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// What to do about a failed Redis connection, judged from the error's text, when

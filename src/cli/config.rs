@@ -5,6 +5,6 @@ use anyhow::Result;
 use super::args::RedisCommon;
 
 pub fn run(args: RedisCommon) -> Result<()> {
-    print!("{}", args.settings()?.to_redacted_toml()?);
+    super::print_stdout(&args.settings()?.to_redacted_toml()?)?;
     Ok(())
 }

@@ -59,6 +59,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         default_ts_ms: now_ms(),
         total_bytes,
         progress: std::io::stderr().is_terminal(),
+        event_time: settings.event_time(),
     };
     let mut flagged = HashMap::new();
     let summary = scan_records(input, &fingerprinter, &index, &options, |record| {
@@ -81,9 +82,9 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .with_context(|| format!("cannot write {}", p.display()))?;
     }
     eprintln!("simdedup: {summary}");
-    println!(
-        "{}",
+    super::print_stdout(&format!(
+        "{}\n",
         serde_json::to_string_pretty(&score(&truth, &flagged))?
-    );
+    ))?;
     Ok(())
 }

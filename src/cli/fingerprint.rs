@@ -1,18 +1,22 @@
 //! `simdedup fingerprint`: the fingerprint of one text, as JSON.
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
 
 use super::args::Common;
 use crate::article::validate_text;
-use crate::fingerprint::FINGERPRINT_VERSION;
+use crate::fingerprint::{Fingerprint, FINGERPRINT_VERSION};
 use crate::simhash::to_hex;
 
 #[derive(Args, Debug)]
 pub struct FingerprintArgs {
-    /// The text; `-` or absent reads standard input.
+    /// File holding the text; `-` or absent reads standard input.
+    file: Option<PathBuf>,
+    /// The text itself, given on the command line instead of a file.
+    #[arg(long, value_name = "TEXT", conflicts_with = "file")]
     text: Option<String>,
     #[command(flatten)]
     common: Common,
@@ -20,14 +24,23 @@ pub struct FingerprintArgs {
 
 pub fn run(args: FingerprintArgs) -> Result<()> {
     let settings = args.common.settings()?;
-    let text = match args.text {
-        None => read_stdin()?,
-        Some(t) if t == "-" => read_stdin()?,
-        Some(t) => t,
+    let text = match (args.text, args.file) {
+        (Some(text), _) => text,
+        (None, Some(path)) if path != Path::new("-") => std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {} (it must be UTF-8 text)", path.display()))?,
+        (None, _) => read_stdin()?,
     };
     validate_text(&text, settings.max_text_bytes)?;
     let fp = settings.fingerprinter()?.fingerprint(&text);
-    let json = serde_json::json!({
+    let json = fingerprint_json(&fp);
+    super::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&json)?))?;
+    Ok(())
+}
+
+/// A fingerprint as `simdedup fingerprint` and `simdedup inspect` print it:
+/// hashes in hex.
+pub fn fingerprint_json(fp: &Fingerprint) -> serde_json::Value {
+    serde_json::json!({
         "version": FINGERPRINT_VERSION,
         "simhash": fp.simhash_hex(),
         "content": to_hex(fp.content),
@@ -37,9 +50,7 @@ pub fn run(args: FingerprintArgs) -> Result<()> {
         "shingles": fp.shingles.iter().map(|v| format!("{v:04x}")).collect::<Vec<_>>(),
         "size": fp.size,
         "empty": fp.is_empty(),
-    });
-    println!("{}", serde_json::to_string_pretty(&json)?);
-    Ok(())
+    })
 }
 
 fn read_stdin() -> Result<String> {

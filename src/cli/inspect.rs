@@ -6,7 +6,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::args::RedisCommon;
+use super::fingerprint::fingerprint_json;
 use super::runtime;
+use crate::index::Verdict;
 use crate::settings::{redact_url, IndexKind};
 use crate::worker::service;
 use crate::worker::shutdown::ShutdownTrigger;
@@ -14,7 +16,7 @@ use crate::worker::tools;
 
 #[derive(Args, Debug)]
 pub struct InspectArgs {
-    /// Article id.
+    /// Article id. Exit status 1 when the index does not hold it.
     id: String,
     #[command(flatten)]
     redis: RedisCommon,
@@ -40,20 +42,42 @@ pub fn run(args: InspectArgs) -> Result<()> {
         let inspection = tools::inspect(&index, &args.id, &s.decision).await?;
         anyhow::Ok((inspection, stored))
     })?;
-    let mut json = serde_json::to_value(&inspection)?;
-    if let Some(st) = &inspection.stored {
-        json["simhash"] = serde_json::Value::String(st.fingerprint.simhash_hex());
-    }
-    if let Some((bucket, handle)) = location {
-        json["bucket"] = serde_json::Value::String(bucket);
-        json["handle"] = serde_json::Value::from(handle);
-    }
-    println!("{}", serde_json::to_string_pretty(&json)?);
-    if inspection.stored.is_none() {
-        eprintln!(
-            "simdedup: {} is not in the index (never seen, deleted, or outside the window)",
+    let Some(stored) = &inspection.stored else {
+        bail!(
+            "{} is not in the index (never seen, deleted, or outside the window)",
             args.id
         );
+    };
+    let mut json = serde_json::json!({
+        "id": inspection.id,
+        "ts_ms": stored.ts_ms,
+        "fingerprint": fingerprint_json(&stored.fingerprint),
+    });
+    if let Some((bucket, handle)) = location {
+        json["bucket"] = bucket.into();
+        json["handle"] = handle.into();
     }
+    json["verdict"] = verdict_json(&stored.verdict);
+    json["cluster"] = serde_json::to_value(&inspection.cluster)?;
+    if let Some(evidence) = &inspection.evidence {
+        json["evidence"] = serde_json::to_value(evidence)?;
+    }
+    super::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&json)?))?;
     Ok(())
+}
+
+/// A stored verdict as the output stream words it: `overlap` a share from 0
+/// to 1 (as in `evidence`), not the hundredths the index stores.
+fn verdict_json(verdict: &Verdict) -> serde_json::Value {
+    match verdict.duplicate() {
+        None => serde_json::json!({ "verdict": "unique" }),
+        Some(d) => serde_json::json!({
+            "verdict": "duplicate",
+            "dup_of": d.dup_of,
+            "matched": d.matched,
+            "distance": d.distance,
+            "signal": d.signal,
+            "overlap": d.overlap.map(|h| f64::from(h) / 100.0),
+        }),
+    }
 }

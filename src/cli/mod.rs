@@ -20,7 +20,7 @@ pub mod stats;
 pub mod worker;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -42,13 +42,52 @@ pub enum LogFormat {
 pub fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SIMDEDUP_LOG")
         .unwrap_or_else(|_| default_level.into());
+    // Colour only for a person at a terminal: in a file or a journal the
+    // escape codes are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.init(),
     }
+}
+
+/// Write `text` to standard output. An error (a closed pipe among them)
+/// is returned, not a panic as `print!` would: see [`is_broken_pipe`].
+pub fn print_stdout(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Whether `error` comes from writing to a pipe whose reader has gone (`…
+/// | head`): the command then ends quietly and successfully.
+pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `error` and its causes on one line, `outer: inner`, leaving out a cause
+/// whose text the message before it already ends with (errors that print
+/// their source themselves would otherwise say it twice).
+pub fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// `path` for reading, standard input for `None` or `-`; with the file's size

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::args::RedisCommon;
+use super::args::RedisTarget;
 use super::{connect, open_input, parse_rate, runtime};
 use crate::keys::Keys;
 use crate::worker::tools;
@@ -28,7 +28,7 @@ pub struct ProduceArgs {
     #[arg(long)]
     no_progress: bool,
     #[command(flatten)]
-    redis: RedisCommon,
+    redis: RedisTarget,
 }
 
 pub fn run(args: ProduceArgs) -> Result<()> {

@@ -42,6 +42,7 @@ pub fn run(args: ScanArgs) -> Result<()> {
         default_ts_ms: now_ms(),
         total_bytes,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
+        event_time: settings.event_time(),
     };
     let summary = scan(input, output, &fingerprinter, &index, &options)?;
     eprintln!("simdedup: {summary}");

@@ -33,7 +33,7 @@ struct WorkerFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     consumer: Option<String>,
-    /// Address for /metrics, /healthz, /readyz; empty string disables.
+    /// Address for /metrics, /healthz, /readyz (several workers on one host: one each); empty string disables.
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     http_addr: Option<String>,
@@ -46,20 +46,20 @@ struct WorkerFlags {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_in_flight: Option<usize>,
     /// Index calls of a batch in flight at once, in order; a check waits for the
-    /// earlier ones it could meet (1-256; default 16; 1: one at a time).
+    /// earlier ones it could meet (1-256; 1: one at a time).
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pipeline: Option<usize>,
-    /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux; default 10).
+    /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=19))]
     #[serde(skip_serializing_if = "Option::is_none")]
     fingerprint_nice: Option<u8>,
     /// TTL of the worker's liveness key; peers take over a dead worker's
-    /// entries once it expires (milliseconds; default 3000).
+    /// entries once it expires (milliseconds).
     #[arg(long, value_name = "MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     liveness_ttl_ms: Option<u64>,
-    /// How often to look for dead workers' entries (milliseconds; default 1000).
+    /// How often to look for dead workers' entries (milliseconds).
     #[arg(long, value_name = "MS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     claim_interval_ms: Option<u64>,
@@ -77,7 +77,7 @@ struct WorkerFlags {
     shutdown_timeout_ms: Option<u64>,
     /// Replicas that must acknowledge each commit (Redis WAIT) before its
     /// entries count as done; a commit short of them is held and sent again
-    /// (default 0: none; see docs/protocol.md, Failover).
+    /// (0: none; see docs/protocol.md, Failover).
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     wait_replicas: Option<u32>,
@@ -88,24 +88,24 @@ pub fn run(args: WorkerArgs) -> Result<()> {
     runtime()?.block_on(async {
         let (trigger, _) = ShutdownTrigger::new();
         tokio::spawn(on_signals(trigger.clone()));
-        let summary = match s.index {
+        match s.index {
             IndexKind::Embedded => {
-                tracing::warn!("embedded index: correct for ONE worker only; its state is lost on exit");
+                tracing::warn!(
+                    "embedded index: correct for ONE worker only; its state is lost on exit"
+                );
                 let index = Arc::new(EmbeddedIndex::new(s.decision.clone()));
-                service::run(&s, index, trigger).await?
+                service::run(&s, index, trigger).await?;
             }
             IndexKind::Redis => {
                 let Some(index) = service::connect_redis_index(&s, trigger.subscribe()).await?
                 else {
                     return Ok(());
                 };
-                service::run(&s, Arc::new(index), trigger).await?
+                service::run(&s, Arc::new(index), trigger).await?;
             }
-        };
-        eprintln!(
-            "simdedup: worker stopped: {} outputs written, {} more committed after the shutdown bound, {} already done elsewhere, {} left pending",
-            summary.emitted, summary.settled_after_bound, summary.skipped, summary.abandoned
-        );
+        }
+        // The run's summary is the worker's last log line ("worker stopped"),
+        // in the log's format.
         Ok(())
     })
 }

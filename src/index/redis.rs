@@ -167,6 +167,12 @@ fn backend(e: ::redis::RedisError) -> IndexError {
     }
 }
 
+/// The bucket length of a window without `bucket_hours`: half the window,
+/// in whole hours (at least one).
+pub fn default_bucket_ms(window_ms: u64) -> u64 {
+    (window_ms / 2).div_ceil(HOUR_MS).max(1) * HOUR_MS
+}
+
 impl RedisIndex {
     /// Connect to `url` (`redis://` or `rediss://`, user and password in the URL for
     /// ACL; for a cluster, several seed URLs may be given separated by commas) and
@@ -182,7 +188,7 @@ impl RedisIndex {
         config.validate().map_err(IndexError::Config)?;
         let bucket_ms = match options.bucket_ms {
             Some(b) => b,
-            None => (config.window_ms / 2).div_ceil(HOUR_MS).max(1) * HOUR_MS,
+            None => default_bucket_ms(config.window_ms),
         };
         if bucket_ms == 0 || bucket_ms % HOUR_MS != 0 || bucket_ms > 30 * 24 * HOUR_MS {
             return Err(IndexError::Config(format!(

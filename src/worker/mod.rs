@@ -713,7 +713,13 @@ impl<I: Index + 'static> Worker<I> {
             tracing::warn!(error = %e, "could not remove the liveness key: peers take over after its TTL");
         }
         self.health.alive.store(false, Ordering::Relaxed);
-        tracing::info!(?summary, "worker stopped");
+        tracing::info!(
+            outputs_written = summary.emitted,
+            committed_after_bound = summary.settled_after_bound,
+            already_done_elsewhere = summary.skipped,
+            left_pending = summary.abandoned,
+            "worker stopped"
+        );
         Ok(summary)
     }
 

@@ -35,7 +35,10 @@ pub async fn run<I: Index + 'static>(
     let http_task = if settings.worker.http_addr.is_empty() {
         None
     } else {
-        let listener = http::bind(&settings.worker.http_addr).await?;
+        let addr = &settings.worker.http_addr;
+        let listener = http::bind(addr)
+            .await
+            .map_err(|e| WorkerError::Config(http_bind_error(addr, &e)))?;
         tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
         Some(tokio::spawn(http::serve(
             listener,
@@ -99,4 +102,18 @@ pub async fn connect_redis_index(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Why the worker cannot serve its endpoints on `addr`, and what to do.
+fn http_bind_error(addr: &str, e: &std::io::Error) -> String {
+    let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+        " (another process listens there: several workers on one host each need their own \
+         address, or none with an empty one)"
+    } else {
+        ""
+    };
+    format!(
+        "cannot serve /metrics, /healthz, /readyz on {addr}: {e}{hint}; set another with \
+         --http-addr or SIMDEDUP_WORKER__HTTP_ADDR"
+    )
 }

@@ -205,6 +205,7 @@ pub struct StoredEvidence {
     /// The signal the decision gives it against `matched` with the settings
     /// `inspect` runs with, if any.
     pub signal: Option<Signal>,
+    #[serde(flatten)]
     pub evidence: Evidence,
     /// Number sketch hashes of both articles, of the matched one only, of
     /// this one only.

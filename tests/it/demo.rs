@@ -121,6 +121,23 @@ fn demo_on_a_given_redis_and_again_replays() {
         .query(&mut conn)
         .unwrap();
     assert_eq!(out_len, lines.len());
+    // Each printed line is its output entry, every field of it (`v`,
+    // `overlap` among them).
+    let stream = crate::worker_common::read_stream(&mut conn, "simdedup:{given}:out");
+    for v in &lines {
+        let (_, fields) = stream
+            .iter()
+            .find(|(_, f)| v["source"] == f["source"].as_str())
+            .expect("the printed verdict's entry");
+        let printed: HashMap<String, String> = v
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, x)| (k.clone(), x.as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(&printed, fields);
+    }
+    assert!(lines.iter().any(|v| v["overlap"].is_string()), "{lines:?}");
     // A second run re-sends the same ids: the stored verdicts come back.
     let again = json_lines(&run(
         &["demo", "--redis-url", &server.url(), "-n", "given"],

@@ -31,6 +31,7 @@ mod faults;
 mod golden;
 mod ha_cluster;
 mod ha_sentinel;
+mod operator;
 mod producers;
 mod readers;
 mod redis_index;

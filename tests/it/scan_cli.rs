@@ -150,11 +150,24 @@ fn fingerprint_prints_json() {
     assert_eq!(v["simhash"].as_str().unwrap().len(), 16);
     assert!(v["words"].as_u64().unwrap() > 10);
     assert_eq!(v["empty"], false);
-    let same = simdedup(&["fingerprint", ORIGINAL], b"");
+    // The same text on the command line, and in a file.
+    let same = simdedup(&["fingerprint", "--text", ORIGINAL], b"");
     assert_eq!(
         serde_json::from_slice::<Value>(&same.stdout).unwrap()["simhash"],
         v["simhash"]
     );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("original.txt");
+    std::fs::write(&file, ORIGINAL).unwrap();
+    let from_file = simdedup(&["fingerprint", file.to_str().unwrap()], b"");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&from_file.stdout).unwrap()["simhash"],
+        v["simhash"],
+        "a path argument is a file to read, not the text"
+    );
+    let missing = simdedup(&["fingerprint", "/nonexistent/zh-1.txt"], b"");
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/zh-1.txt"));
 }
 
 #[test]
@@ -207,11 +220,12 @@ fn idf_build_writes_a_table_that_scan_and_fingerprint_use() {
             "fingerprint",
             "--idf",
             table.to_str().unwrap(),
+            "--text",
             "apple orchard",
         ],
         b"",
     );
-    let without = simdedup(&["fingerprint", "apple orchard"], b"");
+    let without = simdedup(&["fingerprint", "--text", "apple orchard"], b"");
     assert!(with_table.status.success());
     let h = |o: &Output| serde_json::from_slice::<Value>(&o.stdout).unwrap()["simhash"].clone();
     assert_ne!(

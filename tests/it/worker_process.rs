@@ -333,17 +333,23 @@ fn worker_processes_race_on_the_redis_index() {
         .map(|(_, f)| f.clone())
         .unwrap();
     let inspected = simdedup(&server, &["inspect", "g5-v2", "--namespace", "shared"]);
-    assert_eq!(inspected["stored"]["id"], "g5-v2");
-    assert_eq!(inspected["simhash"], kept["simhash"].as_str());
+    assert_eq!(inspected["id"], "g5-v2");
+    assert_eq!(
+        inspected["fingerprint"]["simhash"],
+        kept["simhash"].as_str()
+    );
+    assert_eq!(inspected["verdict"]["verdict"], kept["verdict"].as_str());
     // A duplicate shows why, weighed again from the two stored fingerprints:
     // the signal, distance and overlap its verdict carries.
     let why = &inspected["evidence"];
     if kept["verdict"] == "duplicate" {
         assert_eq!(why["signal"], kept["signal"].as_str(), "{inspected}");
-        assert_eq!(why["evidence"]["distance"].to_string(), kept["distance"]);
-        let overlap = why["evidence"]["overlap"].as_f64().unwrap();
+        assert_eq!(why["distance"].to_string(), kept["distance"]);
+        let overlap = why["overlap"].as_f64().unwrap();
         let carried: f64 = kept["overlap"].parse().unwrap();
         assert_eq!((overlap * 100.0).round(), (carried * 100.0).round());
+        // One unit for overlap: the stored verdict's is the share too.
+        assert_eq!(inspected["verdict"]["overlap"].as_f64(), Some(carried));
     } else {
         assert!(why.is_null(), "{inspected}");
     }
@@ -415,7 +421,7 @@ fn worker_refuses_a_namespace_written_with_another_bucket_length() {
     );
     // With the namespace's bucket length, the same tools work.
     let shown = simdedup(&server, &["inspect", "a", "--namespace", "buckets"]);
-    assert_eq!(shown["stored"]["id"], "a", "{shown}");
+    assert_eq!(shown["id"], "a", "{shown}");
 }
 
 /// `produce --rate`: a steady feed, round trips of 10 ms' worth each sent when
