@@ -186,3 +186,172 @@ async fn commits_wait_for_the_replicas_asked() {
     handle.await.unwrap().unwrap();
     tokio::task::block_in_place(|| assert_exactly_once(&mut conn, &keys, "simdedup"));
 }
+
+/// A failover that loses writes: the replica is frozen (SIGSTOP) while the
+/// running workers commit a first copy of every group, the primary is killed,
+/// and the replica, resumed (SIGCONT), is promoted without those commits.
+/// The new primary hands their handles out again, to other articles. New
+/// copies of every group, fed to the same workers, must still keep one per
+/// group, and link every duplicate to an article the new primary holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_workers_follow_a_failover_that_lost_writes() {
+    use crate::worker_common::*;
+    use simdedup::decision::DecisionConfig;
+    use simdedup::index::Index;
+    use simdedup::keys::Keys;
+    use simdedup::settings::Settings;
+    use simdedup::worker::shutdown::ShutdownTrigger;
+    use simdedup::worker::{Worker, WorkerConfig};
+
+    const GROUPS: u64 = 30;
+    let mut group = SentinelGroup::start();
+    let url = group.url();
+    let ns = "lost";
+    let keys = Keys::new(ns);
+    let old = group.primary();
+    let replica = 1 - old;
+    let (trigger, _) = ShutdownTrigger::new();
+    let mut workers = Vec::new();
+    for i in 0..2 {
+        let index = RedisIndex::connect(
+            &url,
+            ns,
+            DecisionConfig::default(),
+            RedisIndexOptions::default(),
+        )
+        .await
+        .unwrap();
+        let config = WorkerConfig {
+            consumer: format!("w{i}"),
+            batch_size: 4,
+            ..fast_config()
+        };
+        let fingerprinter = Settings::default().fingerprinter().unwrap();
+        let worker = Worker::new(
+            &url,
+            ns,
+            std::sync::Arc::new(index),
+            fingerprinter,
+            config,
+            1 << 20,
+        )
+        .unwrap();
+        let shutdown = trigger.subscribe();
+        workers.push(tokio::spawn(async move { worker.run(shutdown).await }));
+    }
+    let out = keys.output_stream();
+    let feed = |conn: &mut redis::Connection, groups: &mut dyn Iterator<Item = u64>, v: u64| {
+        for g in groups {
+            let id = format!("g{g}-v{v}");
+            xadd(
+                conn,
+                &keys,
+                &[
+                    ("id", id.as_bytes()),
+                    ("text", article_text(g, v).as_bytes()),
+                ],
+            );
+        }
+    };
+    let counter = |conn: &mut redis::Connection| -> u64 {
+        let labels: Vec<String> = redis::cmd("ZRANGE")
+            .arg(keys.buckets())
+            .arg(0)
+            .arg(-1)
+            .query(conn)
+            .unwrap();
+        assert_eq!(labels.len(), 1, "one bucket: {labels:?}");
+        redis::cmd("HGET")
+            .arg(keys.counter(&labels[0]))
+            .arg("n")
+            .query(conn)
+            .unwrap()
+    };
+    let (before, filed) = tokio::task::block_in_place(|| {
+        let mut conn = group.servers[old].connection();
+        // Other articles first, on both servers.
+        feed(&mut conn, &mut (100..100 + GROUPS), 0);
+        wait_until("the first outputs", ha_common::LIMIT, || {
+            xlen(&mut conn, &out) == GROUPS as usize
+        });
+        let acked: u32 = redis::cmd("WAIT")
+            .arg(1)
+            .arg(5000)
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(acked, 1, "the replica holds the first articles");
+        let before = counter(&mut conn);
+        // The replica freezes, its link cut; the workers commit the first
+        // copy of every group on the primary alone.
+        group.servers[replica].signal("STOP");
+        // What the primary sent before lies in the frozen replica's socket
+        // buffer, and would reach it on SIGCONT: the link is cut instead.
+        let _: redis::Value = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("replica")
+            .query(&mut conn)
+            .unwrap();
+        feed(&mut conn, &mut (0..GROUPS), 0);
+        wait_until("the first copies decided", ha_common::LIMIT, || {
+            xlen(&mut conn, &out) == 2 * GROUPS as usize
+        });
+        (before, counter(&mut conn))
+    });
+    assert_eq!(filed, before + GROUPS);
+    tokio::task::block_in_place(|| {
+        group.servers[old].kill();
+        group.servers[replica].signal("CONT");
+        group.wait_for_new_primary(old);
+    });
+    let new = group.primary();
+    assert_eq!(new, replica);
+    let outputs = tokio::task::block_in_place(|| {
+        let mut conn = group.servers[new].connection();
+        let kept = counter(&mut conn);
+        assert!(
+            kept < filed,
+            "writes were lost: the new primary's counter {kept} is below {filed}"
+        );
+        // New copies, in another order than the lost ones: their handles
+        // are the lost ones, holding other groups now.
+        for v in 1..=3 {
+            let seen = xlen(&mut conn, &out);
+            feed(&mut conn, &mut (0..GROUPS).rev(), v);
+            wait_until("the new copies decided", ha_common::LIMIT, || {
+                xlen(&mut conn, &out) == seen + GROUPS as usize
+            });
+        }
+        wait_until("nothing pending", ha_common::LIMIT, || {
+            pending(&mut conn, &keys, "simdedup") == 0
+        });
+        assert_exactly_once(&mut conn, &keys, "simdedup")
+    });
+    trigger.fire();
+    for w in workers {
+        w.await.unwrap().expect("the worker ran to its end");
+    }
+    let copies: Vec<_> = outputs
+        .into_iter()
+        .filter(|f| f.get("id").is_some_and(|id| !id.ends_with("-v0")))
+        .collect();
+    assert_eq!(copies.len(), 3 * GROUPS as usize);
+    assert_one_kept_per_group(&copies, GROUPS as usize);
+    let index = RedisIndex::connect(
+        &url,
+        ns,
+        DecisionConfig::default(),
+        RedisIndexOptions::default(),
+    )
+    .await
+    .unwrap();
+    for f in &copies {
+        if let Some(dup_of) = f.get("dup_of") {
+            assert!(
+                index.get(dup_of).await.unwrap().is_some(),
+                "{} is a duplicate of {dup_of}, which the new primary does not hold",
+                f["id"]
+            );
+        }
+    }
+}
