@@ -355,3 +355,99 @@ async fn running_workers_follow_a_failover_that_lost_writes() {
         }
     }
 }
+
+/// `simdedup produce` through a `SENTINEL FAILOVER` midway: the old primary
+/// takes writes until the sentinels demote it, and they are discarded then.
+/// `produce` (here with `--wait-replicas 1`) must not report an entry as added
+/// that the new primary lacks.
+fn produce_through_a_failover(args: &[&str]) -> (std::process::Output, usize, Vec<String>) {
+    use simdedup::keys::Keys;
+    use std::collections::HashSet;
+    use std::io::Write;
+
+    const ENTRIES: usize = 1200;
+    let group = SentinelGroup::start();
+    let ns = "prod";
+    let keys = Keys::new(ns);
+    let dir = std::env::temp_dir().join(format!("simdedup-produce-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("feed-{}.jsonl", args.len()));
+    let mut f = std::fs::File::create(&file).unwrap();
+    for i in 0..ENTRIES {
+        writeln!(f, r#"{{"id":"p{i}","text":"entry {i}"}}"#).unwrap();
+    }
+    drop(f);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .arg("produce")
+        .arg(&file)
+        .args(["--rate", "400", "--pipeline", "50", "--no-progress"])
+        .args(["--redis-url", &group.url(), "--namespace", ns])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run simdedup produce");
+    let mut primary = group.servers[group.primary()].connection();
+    crate::worker_common::wait_until("produce midway", ha_common::LIMIT, || {
+        crate::worker_common::xlen(&mut primary, &keys.input_stream()) >= ENTRIES / 3
+    });
+    group.failover();
+    let out = child.wait_with_output().unwrap();
+    let mut conn = group.servers[group.primary()].connection();
+    let held: HashSet<String> = crate::worker_common::read_stream(&mut conn, &keys.input_stream())
+        .into_iter()
+        .map(|(_, f)| f["id"].clone())
+        .collect();
+    let missing: Vec<String> = (0..ENTRIES)
+        .map(|i| format!("p{i}"))
+        .filter(|id| !held.contains(id))
+        .collect();
+    std::fs::remove_dir_all(&dir).ok();
+    (out, ENTRIES, missing)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_waiting_for_replicas_loses_nothing_it_reports() {
+    let (out, entries, missing) =
+        tokio::task::block_in_place(|| produce_through_a_failover(&["--wait-replicas", "1"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "produce failed: {stderr}");
+    assert!(
+        stderr.contains(&format!("{entries} entries added")),
+        "{stderr}"
+    );
+    assert!(
+        missing.is_empty(),
+        "{} entries reported as added are not on the new primary: {:?}\n{stderr}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+}
+
+/// Without `--wait-replicas`, on a server with replicas, `produce` says once
+/// that a failover can lose what it adds, and how to prevent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_without_waiting_says_what_a_failover_can_lose() {
+    let group = SentinelGroup::start();
+    let dir = std::env::temp_dir().join(format!("simdedup-warn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("one.jsonl");
+    std::fs::write(&file, "{\"id\":\"a\",\"text\":\"x\"}\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .arg("produce")
+        .arg(&file)
+        .args([
+            "--no-progress",
+            "--redis-url",
+            &group.url(),
+            "--namespace",
+            "warn",
+        ])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("a failover can lose").count(), 1, "{stderr}");
+    assert!(stderr.contains("--wait-replicas 1"), "{stderr}");
+}
