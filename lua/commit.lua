@@ -14,7 +14,8 @@ local start, retention, expire_at = ARGV[5], ARGV[6], ARGV[7]
 local simhex, simdec, article = ARGV[8], ARGV[9], ARGV[10]
 local indexed, root, root_hash = ARGV[11] == '1', ARGV[12], ARGV[13]
 local default_shape, S, empty, record = ARGV[14], tonumber(ARGV[15]), ARGV[16], ARGV[17]
-local FIRST_BUCKET = 18
+local token = ARGV[18]
+local FIRST_BUCKET = 19
 local packed = article_packed(article)
 -- The keys, as bytes at their offsets in a record: the id hash (1), the four
 -- blocks (key t at 2t: a block meets only at its own position), the content
@@ -56,6 +57,9 @@ if ARGV[FIRST_BUCKET] == '-1' then
   -- Bulk preload (RedisIndex::preload, benchmarks only): nothing to validate.
   if find_id(P, live, id, idhash) then return {'replay'} end
 else
+  -- The view describes this history (sync.lua): not a flushed namespace,
+  -- nor one the worker has not read since it was written anew.
+  if redis.call('GET', P .. 'history') ~= token then return {'retry', 'history'} end
   if #live ~= (#ARGV - FIRST_BUCKET + 1) / 5 then return {'retry', 'buckets'} end
   for b = 1, #live do
     local i = FIRST_BUCKET + 5 * (b - 1)
@@ -67,6 +71,9 @@ else
     if nk[2] and nk[3] ~= LAYOUT then return {'layout', l} end
     if not nk[1] and counter ~= '' then return {'retry', 'buckets'} end -- expired since
     local from, to = (tonumber(counter) or 0) + 1, tonumber(nk[1] or '0')
+    -- The view holds handles this server lost (a replica promoted without
+    -- them): they will be handed out again, to articles the view lacks.
+    if from > to + 1 then return {'retry', 'rollback'} end
     local recs = inrange == '1' and from <= to and to - from < RECENT_SLOTS and recent_records(P, l, from, to)
     -- Stored already (where the view may hold the id, or among the inserts
     -- since, unless none of their records has its hash): a replay.
@@ -115,6 +122,8 @@ if fresh then
   redis.call('ZADD', KEYS[1], start, label)
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('(%d', now_ms() - tonumber(retention)))
   redis.call('EXPIREAT', KEYS[1], expire_at, redis.call('TTL', KEYS[1]) < 0 and 'NX' or 'GT')
+  -- The history token lives as long as the buckets it describes.
+  redis.call('EXPIREAT', P .. 'history', expire_at, 'GT')
 end
 k = k or tonumber(redis.call('HGET', nkey, 'k'))
 set_field(ids_key(P, label, k, idhash), id, simhex .. ':' .. h, expire_at)

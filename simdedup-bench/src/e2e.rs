@@ -437,12 +437,17 @@ pub async fn run(
         let (keys, jsonl) = (keys.clone(), jsonl.clone());
         let mut conn = conn.clone();
         async move {
+            // The same connection again after a transient error: it reconnects itself.
+            let again = conn.clone();
+            let reconnect = move || std::future::ready(Ok(again.clone()));
             produce(
                 &mut conn,
+                reconnect,
                 &keys,
                 jsonl.as_slice(),
                 500,
                 rate,
+                Default::default(),
                 &indicatif::ProgressBar::hidden(),
             )
             .await

@@ -258,9 +258,44 @@ pub async fn inspect<I: Index>(
 /// Counts of a `produce` run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ProduceSummary {
+    /// Entries written to the input stream (each counted once, however
+    /// often it was sent).
     pub added: u64,
     /// Blank lines are skipped silently; these are lines that are not JSON objects.
     pub skipped: u64,
+    /// Entries sent again: after a transient error, or, with
+    /// [`Durability::replicas`], because the replicas had not acknowledged
+    /// them when the primary stopped answering (a repeated id gets its
+    /// stored verdict from the workers).
+    pub resent: u64,
+    /// Entries written but never acknowledged by [`Durability::replicas`]
+    /// replicas within [`Durability::patience`]: a failover may have lost them.
+    pub unconfirmed: u64,
+}
+
+/// How `produce` makes what it adds survive a failover.
+#[derive(Debug, Clone, Copy)]
+pub struct Durability {
+    /// Replicas that must acknowledge each round trip (`WAIT`); 0: none.
+    pub replicas: u32,
+    /// How long one `WAIT` waits, in milliseconds (positive: 0 would block).
+    pub wait_timeout_ms: u64,
+    /// How long a round trip is sent again and waited for before its entries
+    /// count as unconfirmed (after one did, later ones are asked once).
+    pub patience: Duration,
+    /// The longest pause between attempts after an error.
+    pub backoff_max: Duration,
+}
+
+impl Default for Durability {
+    fn default() -> Self {
+        Durability {
+            replicas: 0,
+            wait_timeout_ms: 1000,
+            patience: Duration::from_secs(60),
+            backoff_max: Duration::from_secs(2),
+        }
+    }
 }
 
 /// Errors of `produce`.
@@ -295,24 +330,42 @@ pub fn line_fields(line: &[u8]) -> Option<Vec<(String, String)>> {
 /// round trip. With `rate` (entries per second), a steady feed instead: round
 /// trips of about 10 ms' worth of entries (at least one, at most `pipeline`),
 /// each sent when its first entry is due. `bar` advances by bytes read.
-pub async fn produce<C: ConnectionLike + Send>(
+///
+/// A round trip that fails with a transient error is sent again on a new
+/// connection (`reconnect`), for up to [`Durability::patience`]. With
+/// [`Durability::replicas`], each round trip ends with `WAIT`, and one the
+/// replicas have not acknowledged is sent again (a failover discards what
+/// they had not received; a repeated id gets its stored verdict) until they
+/// do.
+pub async fn produce<C, R, F>(
     conn: &mut C,
+    reconnect: R,
     keys: &Keys,
     input: impl BufRead,
     pipeline: usize,
     rate: Option<f64>,
+    durability: Durability,
     bar: &ProgressBar,
-) -> Result<ProduceSummary, ProduceError> {
-    let stream = keys.input_stream();
+) -> Result<ProduceSummary, ProduceError>
+where
+    C: ConnectionLike + Send,
+    R: FnMut() -> F,
+    F: std::future::Future<Output = Result<C, RedisError>>,
+{
     let per_trip = match rate {
         Some(r) => ((r / 100.0).ceil() as usize).clamp(1, pipeline.max(1)),
         None => pipeline.max(1),
     };
-    // When the first round trip was answered: the feed's clock.
-    let mut started = None;
-    let mut summary = ProduceSummary::default();
-    let mut pipe = redis::pipe();
-    let mut queued = 0usize;
+    let mut sender = Sender {
+        conn,
+        reconnect,
+        stream: keys.input_stream(),
+        durability,
+        started: None,
+        gave_up: false,
+        summary: ProduceSummary::default(),
+    };
+    let mut batch: Vec<Vec<(String, String)>> = Vec::with_capacity(per_trip);
     for (n, line) in input.split(b'\n').enumerate() {
         let line = line?;
         bar.inc(line.len() as u64 + 1);
@@ -320,46 +373,161 @@ pub async fn produce<C: ConnectionLike + Send>(
             continue;
         }
         let Some(fields) = line_fields(&line) else {
-            summary.skipped += 1;
+            sender.summary.skipped += 1;
             tracing::warn!(line = n + 1, "not a JSON object; skipped");
             continue;
         };
-        pipe.cmd("XADD").arg(&stream).arg("*");
-        for (k, v) in &fields {
-            pipe.arg(k).arg(v);
-        }
-        pipe.ignore();
-        queued += 1;
-        if queued >= per_trip {
-            send_when_due(conn, &mut pipe, &mut started, summary.added, rate).await?;
-            summary.added += queued as u64;
-            queued = 0;
+        batch.push(fields);
+        if batch.len() >= per_trip {
+            sender.send_when_due(&batch, rate).await?;
+            batch.clear();
         }
     }
-    if queued > 0 {
-        send_when_due(conn, &mut pipe, &mut started, summary.added, rate).await?;
-        summary.added += queued as u64;
+    if !batch.is_empty() {
+        sender.send_when_due(&batch, rate).await?;
     }
-    Ok(summary)
+    Ok(sender.summary)
 }
 
-/// Send `pipe` (and clear it) once its first entry, the `sent`-th, is due at
-/// `rate` entries per second (at once without a rate) from `started`, when
-/// the first round trip was answered (set here): so entry `n` is never
-/// stored earlier than `n / rate` seconds after the first, however long that
-/// first round trip took.
-async fn send_when_due<C: ConnectionLike + Send>(
-    conn: &mut C,
-    pipe: &mut redis::Pipeline,
-    started: &mut Option<tokio::time::Instant>,
-    sent: u64,
-    rate: Option<f64>,
-) -> Result<(), RedisError> {
-    if let (Some(r), Some(t0)) = (rate, *started) {
-        tokio::time::sleep_until(t0 + Duration::from_secs_f64(sent as f64 / r)).await;
+/// `produce`'s connection and counts.
+struct Sender<'c, C, R> {
+    conn: &'c mut C,
+    reconnect: R,
+    stream: String,
+    durability: Durability,
+    /// When the first round trip was answered: the feed's clock.
+    started: Option<tokio::time::Instant>,
+    /// A round trip ran out of patience: later ones are asked once.
+    gave_up: bool,
+    summary: ProduceSummary,
+}
+
+impl<C, R, F> Sender<'_, C, R>
+where
+    C: ConnectionLike + Send,
+    R: FnMut() -> F,
+    F: std::future::Future<Output = Result<C, RedisError>>,
+{
+    /// Send `batch` once its first entry is due at `rate` entries per second
+    /// (at once without a rate) from when the first round trip was answered:
+    /// so entry `n` is never stored earlier than `n / rate` seconds after the
+    /// first, however long that first round trip took.
+    async fn send_when_due(
+        &mut self,
+        batch: &[Vec<(String, String)>],
+        rate: Option<f64>,
+    ) -> Result<(), RedisError> {
+        if let (Some(r), Some(t0)) = (rate, self.started) {
+            let due = t0 + Duration::from_secs_f64(self.summary.added as f64 / r);
+            tokio::time::sleep_until(due).await;
+        }
+        self.deliver(batch).await?;
+        self.started.get_or_insert_with(tokio::time::Instant::now);
+        Ok(())
     }
-    pipe.query_async::<()>(conn).await?;
-    pipe.clear();
-    started.get_or_insert_with(tokio::time::Instant::now);
-    Ok(())
+
+    /// Write `batch`, with replicas asked for followed by `WAIT` in the same
+    /// pipeline (so on the connection and node that took the writes); send
+    /// it all again after an error (on a new connection) or a `WAIT` short
+    /// of the replicas, until [`Durability::patience`] runs out.
+    async fn deliver(&mut self, batch: &[Vec<(String, String)>]) -> Result<(), RedisError> {
+        let d = self.durability;
+        let patience = if self.gave_up {
+            Duration::ZERO
+        } else {
+            d.patience
+        };
+        let deadline = tokio::time::Instant::now() + patience;
+        let mut backoff = crate::transient::Backoff::new(d.backoff_max);
+        let mut written = false;
+        loop {
+            let mut pipe = redis::pipe();
+            for fields in batch {
+                pipe.cmd("XADD").arg(&self.stream).arg("*");
+                for (k, v) in fields {
+                    pipe.arg(k).arg(v);
+                }
+                pipe.ignore();
+            }
+            if d.replicas > 0 {
+                pipe.cmd("WAIT").arg(d.replicas).arg(d.wait_timeout_ms);
+            }
+            let failed = match pipe.query_async::<Vec<Value>>(self.conn).await {
+                Ok(replies) => {
+                    if written {
+                        self.summary.resent += batch.len() as u64;
+                    } else {
+                        self.summary.added += batch.len() as u64;
+                        written = true;
+                    }
+                    let acks = replies.first().and_then(int).unwrap_or(0);
+                    if d.replicas == 0 || acks >= i64::from(d.replicas) {
+                        return Ok(());
+                    }
+                    if tokio::time::Instant::now() >= deadline {
+                        self.unconfirmed(batch.len(), acks);
+                        return Ok(());
+                    }
+                    tracing::debug!(
+                        acks,
+                        "too few replicas acknowledged a round trip: sending it again"
+                    );
+                    None
+                }
+                // `UNBLOCKED`: the server stopped being a primary during WAIT.
+                Err(e) if crate::transient::is_transient(&e) || e.code() == Some("UNBLOCKED") => {
+                    Some(e)
+                }
+                Err(e) => return Err(e),
+            };
+            if tokio::time::Instant::now() >= deadline {
+                if written {
+                    self.unconfirmed(batch.len(), 0);
+                    return Ok(());
+                }
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+            }
+            tokio::time::sleep(backoff.next_delay()).await;
+            if let Some(e) = failed {
+                tracing::warn!(error = %e, entries = batch.len(), "sending a round trip again on a new connection");
+                match (self.reconnect)().await {
+                    Ok(c) => *self.conn = c,
+                    Err(e) => tracing::debug!(error = %e, "reconnecting failed"),
+                }
+            }
+        }
+    }
+
+    /// `entries` written but not acknowledged in time: counted, and later
+    /// round trips are asked once.
+    fn unconfirmed(&mut self, entries: usize, acks: i64) {
+        tracing::warn!(
+            entries,
+            acknowledged = acks,
+            wanted = self.durability.replicas,
+            "too few replicas acknowledged a round trip in time: a failover may lose it"
+        );
+        self.summary.unconfirmed += entries as u64;
+        self.gave_up = true;
+    }
+}
+
+/// The replicas `INFO replication` reports connected (on a cluster, the most
+/// any node reports), or `None` when the reply does not say.
+pub fn replicas_connected(info: &Value) -> Option<u64> {
+    fn texts(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Array(items) | Value::Set(items) => items.iter().for_each(|i| texts(i, out)),
+            Value::Map(kv) => kv.iter().for_each(|(_, v)| texts(v, out)),
+            other => out.extend(text(other)),
+        }
+    }
+    let mut all = Vec::new();
+    texts(info, &mut all);
+    all.iter()
+        .flat_map(|t| t.lines())
+        .filter_map(|l| l.trim().strip_prefix("connected_slaves:")?.parse().ok())
+        .max()
 }

@@ -68,6 +68,17 @@ impl RedisServer {
     pub fn kill(&mut self) {
         self.inner.kill();
     }
+
+    /// Send the server `signal` (`STOP`: it freezes, as a stalled machine
+    /// does, its connections open; `CONT`: it runs on).
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.inner.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {}", self.inner.pid());
+    }
 }
 
 /// `INFO replication` of `server`, or "" when it does not answer.

@@ -7,11 +7,13 @@
 //! whoever, a chunk per `LRANGE`. A cold view loads
 //! the whole window this way. A view a little behind is safe: the commit is
 //! told its counters, so anything inserted after them that could meet the
-//! article makes it catch up and decide again.
+//! article makes it catch up and decide again. A view ahead of Redis (Redis
+//! lost writes: a failover, a restart, a flush) is loaded again, wholly or a
+//! bucket at a time (`View::follow`).
 
 use std::time::Instant;
 
-use super::view::{Deleted, Live, View};
+use super::view::{Deleted, Live, Origin, View};
 use super::{backend, RedisIndex, ViewState, SYNC};
 use crate::connect::Conn;
 use crate::index::IndexError;
@@ -109,8 +111,14 @@ impl RedisIndex {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .deletes;
-        let (live, mut deletions) = self.read_sync(conn).await?;
-        let wanted = self.view().plan(&live);
+        // Every handle filed now is in Redis, unless Redis loses it.
+        self.view().confirm();
+        let (live, mut deletions, origin) = self.read_sync(conn).await?;
+        let (wanted, reset) = self.view().follow(origin, &live);
+        if reset {
+            // The entries read followed the old history's last one.
+            deletions = self.read_sync(conn).await?.1;
+        }
         self.fetch_handles(conn, &wanted).await?;
         // The deletion log, after the articles: one deleted before they were
         // fetched came without its entries, one deleted after is filed and
@@ -136,18 +144,26 @@ impl RedisIndex {
         Ok(())
     }
 
-    /// The live buckets ([`Live`]) and the deletion-log entries after the
-    /// last one the view applied: `lua/sync.lua`.
-    async fn read_sync(&self, conn: &mut Conn) -> Result<(Vec<Live>, Vec<Deleted>), IndexError> {
+    /// The live buckets ([`Live`]), the deletion-log entries after the last
+    /// one the view applied, and the history they belong to: `lua/sync.lua`.
+    async fn read_sync(
+        &self,
+        conn: &mut Conn,
+    ) -> Result<(Vec<Live>, Vec<Deleted>, Origin), IndexError> {
         let keys = &self.inner.keys;
         let after = self.view().deletions_read.clone();
-        SYNC.key(keys.buckets())
+        let retention_ms = self.inner.bucket_ms as u64 + self.inner.config.window_ms;
+        let (live, deleted, token, replid) = SYNC
+            .key(keys.buckets())
             .arg(keys.prefix())
             .arg(after)
             .arg(DELETIONS_PER_READ)
+            .arg(new_token())
+            .arg(retention_ms)
             .invoke_async(conn)
             .await
-            .map_err(backend)
+            .map_err(backend)?;
+        Ok((live, deleted, Origin { token, replid }))
     }
 
     /// How old the copy is: since the start of the last sync that completed
@@ -223,6 +239,20 @@ impl RedisIndex {
         }
         Ok(())
     }
+}
+
+/// A history token no other process proposes: 64 random bits (the standard
+/// library's per-process random keys), the clock and the process id.
+fn new_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
 }
 
 #[cfg(test)]

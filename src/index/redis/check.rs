@@ -89,6 +89,7 @@ impl RedisIndex {
             let args = CommitArgs {
                 root: verdict.duplicate().map(|d| d.dup_of.as_str()),
                 empty_sets: &probe.empty_sets,
+                token: &probe.token,
                 ..self.commit_args(entry, &place, &text, Validate::Since(probe.buckets))
             };
             match self.commit(&mut conn, &args).await? {
@@ -214,6 +215,7 @@ impl RedisIndex {
             default_shape: inner.default_shape,
             empty_sets: "",
             validate,
+            token: "",
         }
     }
 

@@ -34,6 +34,9 @@ pub(super) struct CommitArgs<'a> {
     pub empty_sets: &'a str,
     /// What to validate: the view's buckets, or nothing (a bulk preload).
     pub validate: Validate,
+    /// The history token of the view that decided ([`super::view::Origin`]):
+    /// under another one, the commit is refused and the view loaded again.
+    pub token: &'a str,
 }
 
 /// What a commit validates.
@@ -95,6 +98,7 @@ impl CommitArgs<'_> {
             text(&keys.map_or(0, |k| k.lookup.len()).to_string()),
             text(self.empty_sets),
             encode_recent(self.id, fp),
+            text(self.token),
         ];
         match &self.validate {
             Validate::Nothing => argv.push(text("-1")),
@@ -125,7 +129,8 @@ pub(super) enum Committed {
     Expired,
     /// The id is stored already.
     Replay,
-    /// Something inserted since the view can change the decision (the reason).
+    /// Something inserted since the view can change the decision, or Redis
+    /// holds another history than the view (the reason).
     Retry(String),
 }
 
@@ -173,6 +178,7 @@ mod tests {
             default_shape: 13,
             empty_sets: "0100",
             validate,
+            token: "t0k",
         }
     }
 
@@ -235,6 +241,7 @@ mod tests {
                 "2",
                 "0100",
                 &String::from_utf8_lossy(&encode_recent("article-1", &fp)),
+                "t0k",
                 "2025010400",
                 "",
                 "1",
@@ -248,9 +255,9 @@ mod tests {
             ]
         );
         let preload = args(&fp, Validate::Nothing).argv();
-        assert_eq!(preload.len(), 18);
+        assert_eq!(preload.len(), 19);
         assert_eq!(preload[16], encode_recent("article-1", &fp));
-        assert_eq!(preload[17], b"-1");
+        assert_eq!(preload[18], b"-1");
         // An empty fingerprint is not indexed and looks nothing up.
         let empty = Fingerprint {
             words: 0,

@@ -10,6 +10,14 @@
 //! since the view's counters. The view is a cache: it is built from Redis
 //! whenever a worker starts, so a worker keeps nothing of its own.
 //!
+//! A view never outlives the data it describes. Redis may go back in time
+//! (a replica promoted without the last writes, a restart without them, a
+//! `FLUSHDB`), and then hands out again the handles the view holds, to other
+//! articles. So the view remembers the namespace's history token and the
+//! server's replication id ([`Origin`]) and loads everything again when
+//! either changes, and loads a bucket again when its counter is below the
+//! handles the view had confirmed before reading it ([`View::follow`]).
+//!
 //! Pure data, no I/O: `RedisIndex` fetches, this module files and searches.
 
 use std::collections::{BTreeMap, HashMap};
@@ -48,6 +56,19 @@ pub(crate) struct View {
     /// handle the view lacks (another process' insert, which the next sync
     /// fetches), filed as soon as the handles before it are.
     own: HashMap<String, BTreeMap<u64, Own>>,
+    /// The history the view was loaded from (`None`: not loaded yet).
+    origin: Option<Origin>,
+}
+
+/// Which history of the namespace a view describes, as `lua/sync.lua` reads
+/// it: the namespace's history token (key `history`: gone with the data,
+/// written anew by the next sync) and the server's replication id (a new one
+/// after a failover or a restart). A commit carries the token and is refused
+/// under another one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub(crate) token: String,
+    pub(crate) replid: String,
 }
 
 /// An own insert waiting to be filed: its id's hash ([`id_key`]) and packed
@@ -66,6 +87,10 @@ pub(crate) type Deleted = (String, String, u64);
 pub(crate) struct BucketCopy {
     pub(crate) start: i64,
     pub(crate) synced: u64,
+    /// Handles Redis is known to hold: those fetched, and this process' own
+    /// inserts filed before the counters were last read ([`View::confirm`]).
+    /// A counter read below it means Redis lost inserts the view holds.
+    confirmed: u64,
     /// Its shape bits (`docs/redis-keys.md`), `None` once its `n:` hash has
     /// expired; a bucket's shape never changes.
     shape: Option<u32>,
@@ -104,6 +129,8 @@ pub(crate) struct Probe {
     /// towards '1' only costs a redundant `EXPIREAT`); "" when the view does
     /// not hold that bucket and its shape.
     pub(crate) empty_sets: String,
+    /// The history token of the view searched ([`View::token`]).
+    pub(crate) token: String,
 }
 
 /// The hash of an article id a view's filter holds.
@@ -132,9 +159,53 @@ fn keys_of_packed<'a>(
 }
 
 impl View {
+    /// The history this view describes ("" before the first sync): what a
+    /// commit carries.
+    pub(crate) fn token(&self) -> &str {
+        self.origin.as_ref().map_or("", |o| o.token.as_str())
+    }
+
+    /// The counters are about to be read: every handle filed so far is in
+    /// Redis (this process' own inserts were answered before), so a counter
+    /// read below it is a rollback.
+    pub(crate) fn confirm(&mut self) {
+        for copy in self.buckets.values_mut() {
+            copy.confirmed = copy.synced;
+        }
+    }
+
+    /// Follow Redis as `lua/sync.lua` read it from `origin`: under another
+    /// history token or replication id, drop everything (returns `true`: the
+    /// deletion log is read again from its start), then [`View::plan`].
+    pub(crate) fn follow(
+        &mut self,
+        origin: Origin,
+        live: &[Live],
+    ) -> (Vec<(String, u64, u64)>, bool) {
+        let reset = self.origin.as_ref().is_some_and(|o| *o != origin);
+        if reset {
+            tracing::warn!(
+                token = %origin.token,
+                replid = %origin.replid,
+                "Redis holds another history (a failover, a restart or a flush): loading the view again"
+            );
+            self.buckets.clear();
+            self.own.clear();
+            self.deletions_read.clear();
+            // A check decided before is not filed (`stored`): its commit
+            // may have gone to the old history.
+            self.forgets += 1;
+        }
+        self.origin = Some(origin);
+        (self.plan(live), reset)
+    }
+
     /// Keep the copies of the `live` buckets only (a bucket gone from the
-    /// registry has expired), creating empty ones for new buckets. Returns,
-    /// per live bucket, the handles to fetch: `synced + 1 ..= counter`.
+    /// registry has expired), creating empty ones for new buckets, and load
+    /// again a bucket whose counter is below the handles the view confirmed
+    /// (Redis lost inserts the view holds, and hands their handles out
+    /// again). Returns, per live bucket, the handles to fetch:
+    /// `synced + 1 ..= counter`.
     pub(crate) fn plan(&mut self, live: &[Live]) -> Vec<(String, u64, u64)> {
         self.buckets
             .retain(|label, _| live.iter().any(|(l, ..)| l == label));
@@ -146,14 +217,24 @@ impl View {
                 .buckets
                 .entry(label.clone())
                 .or_insert_with(|| BucketCopy::new(*start));
-            // A counter behind the copy is no restart (a bucket never starts
-            // again under its label: commit.lua stores nothing past its
-            // retention): this process filed its own inserts after the counter
-            // was read. A counter gone is a bucket past its retention, its
-            // articles gone with it; the registry lists it until a commit
-            // opens a new bucket, which the commit allows once the view holds
-            // none of its articles.
-            if copy.start != *start || (n.is_none() && copy.synced > 0) {
+            // A counter behind the copy's confirmed handles is a rollback
+            // (below its own inserts filed since the counters were read, it is
+            // not: it was read before them). A counter gone is a bucket past
+            // its retention, its articles gone with it; the registry lists it
+            // until a commit opens a new bucket, which the commit allows once
+            // the view holds none of its articles.
+            let rolled_back = n.is_some_and(|n| n < copy.confirmed);
+            if rolled_back {
+                tracing::warn!(
+                    bucket = %label,
+                    counter = n.unwrap_or(0),
+                    held = copy.confirmed,
+                    "Redis lost inserts the view holds: loading the bucket again"
+                );
+                // An own insert decided before is not filed (`stored`).
+                self.forgets += 1;
+            }
+            if copy.start != *start || (n.is_none() && copy.synced > 0) || rolled_back {
                 *copy = BucketCopy::new(*start);
                 self.own.remove(label);
             }
@@ -207,6 +288,7 @@ impl View {
                 tracing::warn!(bucket = label, handle, %reason, "unreadable article record: held as deleted");
                 copy.file(handle, None)?;
             }
+            copy.confirmed = copy.synced;
         }
         self.file_own(label)
     }
@@ -296,6 +378,7 @@ impl View {
             examined: 0,
             buckets: Vec::with_capacity(self.buckets.len()),
             empty_sets: String::new(),
+            token: self.token().to_owned(),
         };
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
@@ -355,6 +438,7 @@ impl BucketCopy {
         BucketCopy {
             start,
             synced: 0,
+            confirmed: 0,
             shape: None,
             articles: Candidates::new(false),
             ids: GrowableBloom::new(ID_FILTER_ERRORS, ID_FILTER_MIN),
@@ -566,7 +650,7 @@ mod tests {
     }
 
     #[test]
-    fn a_bucket_gone_from_the_registry_is_dropped_and_a_lagging_counter_kept() {
+    fn a_bucket_gone_from_the_registry_is_dropped_and_one_from_another_start_copied_anew() {
         let mut r = View::default();
         r.plan(&[live("b", 0, 1)]);
         r.apply("b", 1, &[record("a", 1, 1, &[1])]).unwrap();
@@ -575,10 +659,6 @@ mod tests {
         r.plan(&[live("c", 10, 2)]);
         r.apply("c", 1, &[record("a", 1, 1, &[1]), record("b", 1, 1, &[1])])
             .unwrap();
-        // A counter read before this process filed its own inserts: nothing
-        // to fetch, nothing dropped.
-        assert_eq!(r.plan(&[live("c", 10, 1)]), vec![]);
-        assert_eq!(r.len(), 2);
         // Another bucket under the label (another start): copied anew.
         assert_eq!(r.plan(&[live("c", 20, 1)]), vec![("c".to_owned(), 1, 1)]);
         assert_eq!(r.len(), 0);
@@ -589,6 +669,104 @@ mod tests {
         assert_eq!(r.len(), 0);
         let probe = r.candidates(None, &fp(1, 1, &[1]), &cfg(), (20, 20), "c");
         assert_eq!(probe.buckets[0].counter, 0);
+    }
+
+    /// Redis lost inserts the view holds (a replica promoted without them, a
+    /// restart without them): their handles are handed out again, to other
+    /// articles, which a view that kept its copy would never fetch.
+    #[test]
+    fn a_counter_below_the_handles_confirmed_loads_the_bucket_again() {
+        let mut r = View::default();
+        let origin = Origin {
+            token: "t".into(),
+            replid: "r1".into(),
+        };
+        r.follow(origin.clone(), &[live("b", 0, 3)]);
+        let far = |c: u64| c.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        r.apply(
+            "b",
+            1,
+            &[
+                record("a", far(1), 1, &[1]),
+                record("b", far(2), 2, &[2]),
+                record("c", far(3), 3, &[3]),
+            ],
+        )
+        .unwrap();
+        r.confirm();
+        // The new primary holds handle 1 only: 2 and 3 go again to others.
+        let (wanted, reset) = r.follow(origin.clone(), &[live("b", 0, 1)]);
+        assert!(!reset);
+        assert_eq!(wanted, vec![("b".to_owned(), 1, 1)]);
+        assert_eq!(r.len(), 0);
+        r.apply("b", 1, &[record("a", far(1), 1, &[1])]).unwrap();
+        r.confirm();
+        let (wanted, _) = r.follow(origin, &[live("b", 0, 3)]);
+        assert_eq!(wanted, vec![("b".to_owned(), 2, 3)]);
+        r.apply(
+            "b",
+            2,
+            &[record("x", far(7), 7, &[7]), record("y", far(8), 8, &[8])],
+        )
+        .unwrap();
+        assert_eq!(handles(&r, &fp(far(7), 7, &[7]), (0, 0)), [2]);
+        assert!(handles(&r, &fp(far(2), 2, &[2]), (0, 0)).is_empty());
+    }
+
+    #[test]
+    fn a_counter_read_before_own_inserts_were_filed_is_no_rollback() {
+        let mut r = View::default();
+        r.plan(&[live("b", 0, 1)]);
+        r.apply("b", 1, &[record("a", 1, 1, &[1])]).unwrap();
+        r.confirm();
+        // The counters are read (1), then an own insert is filed (2).
+        r.stored("b", 2, ("two", &fp(2, 2, &[2])), r.forgets)
+            .unwrap();
+        assert_eq!(r.plan(&[live("b", 0, 1)]), vec![]);
+        assert_eq!(r.len(), 2);
+        // Read after it was filed, a counter of 1 has lost it.
+        r.confirm();
+        assert_eq!(r.plan(&[live("b", 0, 1)]), vec![("b".to_owned(), 1, 1)]);
+        assert_eq!(r.len(), 0);
+    }
+
+    /// After a failover (another replication id) or a flush (another history
+    /// token) the view is loaded again whole, even where a counter has passed
+    /// the view's since: the handles in between may hold other articles.
+    #[test]
+    fn another_history_or_primary_loads_everything_again() {
+        let mut r = View::default();
+        let first = Origin {
+            token: "t".into(),
+            replid: "r1".into(),
+        };
+        r.follow(first.clone(), &[live("b", 0, 2)]);
+        r.apply("b", 1, &[record("a", 1, 1, &[1]), record("b", 2, 2, &[2])])
+            .unwrap();
+        r.deletions_read = "5-0".into();
+        let read_at = r.forgets;
+        assert_eq!(r.token(), "t");
+        for next in [
+            Origin {
+                token: "t".into(),
+                replid: "r2".into(),
+            },
+            Origin {
+                token: "u".into(),
+                replid: "r2".into(),
+            },
+        ] {
+            r.confirm();
+            let (wanted, reset) = r.follow(next.clone(), &[live("b", 0, 4)]);
+            assert!(reset);
+            assert_eq!(wanted, vec![("b".to_owned(), 1, 4)]);
+            assert_eq!((r.len(), r.deletions_read.as_str()), (0, ""));
+            assert_eq!(r.token(), next.token);
+            r.apply("b", 1, &[record("a", 1, 1, &[1])]).unwrap();
+        }
+        // A check decided from the old view is not filed.
+        r.stored("b", 2, ("z", &fp(9, 9, &[9])), read_at).unwrap();
+        assert_eq!(r.len(), 1);
     }
 
     #[test]
