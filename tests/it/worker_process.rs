@@ -610,6 +610,7 @@ fn scan_and_two_workers_agree_on_partial_copies() {
     by_scan.sort();
     by_workers.sort();
     assert_eq!(by_workers, by_scan);
+}
 
 /// The HTTP listener cannot be held by its clients: a connection whose
 /// request headers never end is closed by the worker, and SIGINT ends the
