@@ -94,7 +94,12 @@ pub struct RedisTarget {
 impl RedisTarget {
     /// The settings: defaults ← file ← environment ← these flags.
     pub fn settings(&self) -> Result<Settings> {
-        Ok(Settings::load_with(self.config.as_deref(), self)?)
+        self.settings_with(self)
+    }
+
+    /// The settings with `flags` (which include these) on top.
+    pub fn settings_with(&self, flags: &impl Serialize) -> Result<Settings> {
+        Ok(Settings::load_with(self.config.as_deref(), flags)?)
     }
 }
 

@@ -43,7 +43,7 @@ pub struct ProduceArgs {
 #[derive(Serialize)]
 struct Flags<'a> {
     #[serde(flatten)]
-    redis: &'a RedisCommon,
+    redis: &'a RedisTarget,
     #[serde(skip_serializing_if = "Option::is_none")]
     worker: Option<WorkerFlags>,
 }
