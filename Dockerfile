@@ -25,6 +25,7 @@ RUN mkdir -p src benches simdedup-bench/src \
  && touch src/lib.rs simdedup-bench/src/lib.rs \
  && echo 'fn main() {}' > simdedup-bench/src/main.rs \
  && echo 'fn main() {}' > benches/fingerprint.rs \
+ && echo 'fn main() {}' > benches/normalize.rs \
  && cargo build --profile dist --locked --bin simdedup \
  && rm -rf src benches
 
