@@ -337,6 +337,9 @@ pub fn line_fields(line: &[u8]) -> Option<Vec<(String, String)>> {
 /// replicas have not acknowledged is sent again (a failover discards what
 /// they had not received; a repeated id gets its stored verdict) until they
 /// do.
+// Each argument is one thing a caller chooses; grouping them would only
+// rename them.
+#[allow(clippy::too_many_arguments)]
 pub async fn produce<C, R, F>(
     conn: &mut C,
     reconnect: R,

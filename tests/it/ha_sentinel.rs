@@ -356,17 +356,19 @@ async fn running_workers_follow_a_failover_that_lost_writes() {
     }
 }
 
-/// `simdedup produce` through a `SENTINEL FAILOVER` midway: the old primary
-/// takes writes until the sentinels demote it, and they are discarded then.
-/// `produce` (here with `--wait-replicas 1`) must not report an entry as added
-/// that the new primary lacks.
+/// `simdedup produce` through a failover that loses writes: midway the
+/// replica freezes (SIGSTOP, its link cut) while the primary takes writes for
+/// a second, then the primary is killed and the replica, resumed, promoted
+/// without them; a new replica follows it. `produce` (here with
+/// `--wait-replicas 1`) must not report an entry as added that the new
+/// primary lacks.
 fn produce_through_a_failover(args: &[&str]) -> (std::process::Output, usize, Vec<String>) {
     use simdedup::keys::Keys;
     use std::collections::HashSet;
     use std::io::Write;
 
     const ENTRIES: usize = 1200;
-    let group = SentinelGroup::start();
+    let mut group = SentinelGroup::start();
     let ns = "prod";
     let keys = Keys::new(ns);
     let dir = std::env::temp_dir().join(format!("simdedup-produce-{}", std::process::id()));
@@ -387,13 +389,27 @@ fn produce_through_a_failover(args: &[&str]) -> (std::process::Output, usize, Ve
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run simdedup produce");
-    let mut primary = group.servers[group.primary()].connection();
+    let old = group.primary();
+    let replica = 1 - old;
+    let mut primary = group.servers[old].connection();
     crate::worker_common::wait_until("produce midway", ha_common::LIMIT, || {
         crate::worker_common::xlen(&mut primary, &keys.input_stream()) >= ENTRIES / 3
     });
-    group.failover();
+    group.servers[replica].signal("STOP");
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut primary)
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    group.servers[old].kill();
+    group.servers[replica].signal("CONT");
+    group.wait_for_new_primary(old);
+    let port = group.servers[replica].port.to_string();
+    let _follower = support::RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     let out = child.wait_with_output().unwrap();
-    let mut conn = group.servers[group.primary()].connection();
+    let mut conn = group.servers[replica].connection();
     let held: HashSet<String> = crate::worker_common::read_stream(&mut conn, &keys.input_stream())
         .into_iter()
         .map(|(_, f)| f["id"].clone())
@@ -408,6 +424,16 @@ fn produce_through_a_failover(args: &[&str]) -> (std::process::Output, usize, Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_waiting_for_replicas_loses_nothing_it_reports() {
+    // Without the flag the same run loses entries it reported as added: the
+    // failover below does lose writes.
+    let (out, entries, missing) = tokio::task::block_in_place(|| produce_through_a_failover(&[]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "produce failed: {stderr}");
+    assert!(
+        stderr.contains(&format!("{entries} entries added")),
+        "{stderr}"
+    );
+    assert!(!missing.is_empty(), "the failover lost no entry: {stderr}");
     let (out, entries, missing) =
         tokio::task::block_in_place(|| produce_through_a_failover(&["--wait-replicas", "1"]));
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -4,15 +4,50 @@
 #   ./producer.sh [REDIS_URL] [NAMESPACE]
 #
 # REDIS_URL defaults to $REDIS_URL or redis://127.0.0.1:6379/0 (redis-cli -u
-# accepts redis://[user:password@]host:port/db), NAMESPACE to "default". A
-# `simdedup worker` must be running on the same Redis and namespace. Prints one
-# line per article: id, verdict, dup_of (or the rejection code).
+# accepts redis://[user:password@]host:port/db; any node of a Redis Cluster
+# does, redis-cli -c following MOVED to the node that owns the namespace; or
+# redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER, whose primary the first
+# sentinel that answers names), NAMESPACE to "default". A `simdedup worker`
+# must be running on the same Redis and namespace. Prints one line per
+# article: id, verdict, dup_of (or the rejection code). A Redis error stops
+# it with the error.
 set -eu
 URL=${1:-${REDIS_URL:-redis://127.0.0.1:6379/0}}
 NS=${2:-default}
 IN="simdedup:{$NS}:in"
 OUT="simdedup:{$NS}:out"
-rc() { redis-cli --no-auth-warning -u "$URL" "$@"; }
+
+case "$URL" in
+redis+sentinel://*)
+  REST=${URL#redis+sentinel://}
+  HOSTS=${REST%%/*}
+  MASTER=${REST#*/}
+  MASTER=${MASTER%%/*}
+  URL=
+  for h in $(printf '%s' "$HOSTS" | tr ',' ' '); do
+    case "$h" in *:*) ;; *) h="$h:26379" ;; esac
+    ADDR=$(redis-cli -h "${h%:*}" -p "${h##*:}" --raw SENTINEL GET-MASTER-ADDR-BY-NAME "$MASTER" 2>/dev/null) || continue
+    set -- $ADDR
+    [ $# -eq 2 ] && URL="redis://$1:$2/0" && break
+  done
+  [ -n "$URL" ] || { echo "no sentinel of $HOSTS names a primary for $MASTER" >&2; exit 1; }
+  ;;
+esac
+
+# One command; a Redis error reply (redis-cli prints it and still exits 0
+# under --raw) stops the script with it.
+rc() {
+  cmd=$1
+  [ "$cmd" = --raw ] && cmd=$2
+  reply=$(redis-cli --no-auth-warning -c -u "$URL" "$@") || { echo "redis-cli $cmd failed: $reply" >&2; exit 1; }
+  case "$reply" in
+  ERR*|WRONGTYPE*|NOAUTH*|NOPERM*|READONLY*|MOVED*|ASK*|CLUSTERDOWN*|OOM*|LOADING*|MASTERDOWN*|"(error)"*)
+    echo "redis-cli $cmd: $reply" >&2
+    exit 1
+    ;;
+  esac
+  printf '%s\n' "$reply"
+}
 
 # Verdicts come after the newest output entry of now.
 LAST=$(rc --raw XREVRANGE "$OUT" + - COUNT 1 | head -n 1)

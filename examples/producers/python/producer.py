@@ -4,7 +4,8 @@
     pip install redis
     python3 producer.py [REDIS_URL] [NAMESPACE]
 
-REDIS_URL defaults to $REDIS_URL or redis://127.0.0.1:6379/0, NAMESPACE to
+REDIS_URL (a node, any node of a Redis Cluster, or redis+sentinel://HOST:PORT/MASTER)
+defaults to $REDIS_URL or redis://127.0.0.1:6379/0, NAMESPACE to
 "default". A `simdedup worker` must be running on the same Redis and namespace.
 Prints one line per article: id, verdict, dup_of (or the rejection code).
 """
@@ -13,6 +14,7 @@ import sys
 import time
 
 import redis
+import redis.cluster
 
 ARTICLES = [
     ("py-1", "The harbour authority said on Monday that the new container terminal will "
@@ -28,10 +30,39 @@ ARTICLES = [
 ]
 
 
+def connect(url):
+    """A client for REDIS_URL: one node, any node of a Redis Cluster (found by
+    asking it; every command then goes to the node that owns its key, following
+    MOVED), or, for redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB],
+    the primary the sentinels name (asked again after a failover)."""
+    if url.startswith(("redis+sentinel://", "rediss+sentinel://")):
+        from urllib.parse import unquote, urlsplit
+
+        from redis.sentinel import Sentinel
+
+        u = urlsplit(url.replace("+sentinel", "", 1))
+        creds, _, hosts = u.netloc.rpartition("@")
+        user, _, password = creds.partition(":")
+        sentinels = []
+        for h in hosts.split(","):
+            host, _, port = h.rpartition(":") if ":" in h else (h, "", "26379")
+            sentinels.append((host, int(port)))
+        path = [p for p in u.path.split("/") if p]
+        sentinel = Sentinel(sentinels, username=unquote(user) or None, password=unquote(password) or None,
+                            db=int(path[1]) if len(path) > 1 else 0, ssl=u.scheme == "rediss",
+                            decode_responses=True)
+        return sentinel.master_for(path[0])
+    first = url.split(",")[0]
+    r = redis.Redis.from_url(first, decode_responses=True)
+    if r.info("cluster").get("cluster_enabled"):
+        return redis.cluster.RedisCluster.from_url(first, decode_responses=True)
+    return r
+
+
 def main() -> int:
     url = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     ns = sys.argv[2] if len(sys.argv) > 2 else "default"
-    r = redis.Redis.from_url(url, decode_responses=True)
+    r = connect(url)
     inp, out = f"simdedup:{{{ns}}}:in", f"simdedup:{{{ns}}}:out"
 
     # Read verdicts from here on: remember the newest output entry before sending.

@@ -4,7 +4,8 @@
     pip install redis
     python3 reader.py [REDIS_URL] [NAMESPACE] [GROUP] [CONSUMER] [ARTICLES.jsonl]
 
-REDIS_URL defaults to $REDIS_URL or redis://127.0.0.1:6379/0, NAMESPACE to
+REDIS_URL (a node, any node of a Redis Cluster, or redis+sentinel://HOST:PORT/MASTER)
+defaults to $REDIS_URL or redis://127.0.0.1:6379/0, NAMESPACE to
 "default", GROUP to "reader", CONSUMER to "reader-1". ARTICLES.jsonl is what the
 producer sent, one {"id", "text", ["title"]} object a line: each verdict is joined
 to its article by `id`.
@@ -27,15 +28,45 @@ import os
 import sys
 
 import redis
+import redis.cluster
 
 CONTRACT_VERSION = "1"
+
+
+def connect(url):
+    """A client for REDIS_URL: one node, any node of a Redis Cluster (found by
+    asking it; every command then goes to the node that owns its key, following
+    MOVED), or, for redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB],
+    the primary the sentinels name (asked again after a failover)."""
+    if url.startswith(("redis+sentinel://", "rediss+sentinel://")):
+        from urllib.parse import unquote, urlsplit
+
+        from redis.sentinel import Sentinel
+
+        u = urlsplit(url.replace("+sentinel", "", 1))
+        creds, _, hosts = u.netloc.rpartition("@")
+        user, _, password = creds.partition(":")
+        sentinels = []
+        for h in hosts.split(","):
+            host, _, port = h.rpartition(":") if ":" in h else (h, "", "26379")
+            sentinels.append((host, int(port)))
+        path = [p for p in u.path.split("/") if p]
+        sentinel = Sentinel(sentinels, username=unquote(user) or None, password=unquote(password) or None,
+                            db=int(path[1]) if len(path) > 1 else 0, ssl=u.scheme == "rediss",
+                            decode_responses=True)
+        return sentinel.master_for(path[0])
+    first = url.split(",")[0]
+    r = redis.Redis.from_url(first, decode_responses=True)
+    if r.info("cluster").get("cluster_enabled"):
+        return redis.cluster.RedisCluster.from_url(first, decode_responses=True)
+    return r
 
 
 def main() -> int:
     args = sys.argv[1:] + [None] * 5
     url = args[0] or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     ns, group, consumer, articles_path = args[1] or "default", args[2] or "reader", args[3] or "reader-1", args[4]
-    r = redis.Redis.from_url(url, decode_responses=True)
+    r = connect(url)
     out = f"simdedup:{{{ns}}}:out"
     # Same hash tag as the output stream: one Redis Cluster node holds both, so
     # one transaction may write the record and acknowledge the verdict.
