@@ -13,6 +13,33 @@ pub struct RedisServer {
     pub port: u16,
 }
 
+/// A child process killed (SIGKILL) and reaped when dropped, unless it has
+/// exited: a failing assertion must not leave it running (it would hold the
+/// test's output open and keep working).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     simdedup::redis_server::free_port().expect("bind an ephemeral port")
@@ -67,6 +94,18 @@ impl RedisServer {
     /// Kill the server at once (SIGKILL), as a crashed machine would.
     pub fn kill(&mut self) {
         self.inner.kill();
+    }
+
+    /// Send `sig` to the server process: `-STOP` makes it answer nothing,
+    /// to anyone, until `-CONT` (drop still kills it).
+    pub fn signal(&self, sig: &str) {
+        let pid = self.inner.pid().to_string();
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
     }
 }
 
