@@ -79,7 +79,7 @@ impl RedisServer {
         Self::start_binary(&bin, extra)
     }
 
-    /// Start `bin` with extra arguments; waits until it answers `PING`.
+    /// Start `bin` with extra arguments; waits until it answers.
     pub fn start_binary(bin: &Path, extra: &[&str]) -> Result<RedisServer, RedisServerError> {
         Self::spawn(bin, |port, dir| {
             let mut cmd = Command::new(bin);
@@ -114,7 +114,7 @@ impl RedisServer {
     }
 
     /// Run `command(port, dir)` on a free port in a fresh directory until it
-    /// answers `PING`.
+    /// answers.
     fn spawn(
         bin: &Path,
         command: impl Fn(u16, &Path) -> std::io::Result<Command>,
@@ -161,16 +161,21 @@ impl RedisServer {
         })
     }
 
+    /// Whether our child answers on our port within `limit`. The answer must
+    /// come from the child itself (`INFO server`'s `process_id`): a child
+    /// that failed to bind may not have exited yet, and the server that holds
+    /// the port is someone else's.
     fn wait_ready(&mut self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
+        let ours = format!("process_id:{}\r\n", self.child.id());
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            let ok = redis::Client::open(self.url())
+            let info = redis::Client::open(self.url())
                 .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-            if ok.is_ok() {
+                .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+            if info.is_ok_and(|i| i.contains(&ours)) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -226,6 +231,22 @@ impl Drop for RedisServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child that has not bound its port (here: one that never will) is
+    /// not ready, even while another server answers on that port.
+    #[test]
+    fn only_the_child_itself_is_ready() {
+        let other = RedisServer::start().expect("these tests start their own redis-server");
+        let dir = std::env::temp_dir().join(format!("simdedup-ready-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut impostor = RedisServer {
+            child: Command::new("sleep").arg("30").spawn().unwrap(),
+            port: other.port(),
+            dir,
+            bin: PathBuf::from("sleep"),
+        };
+        assert!(!impostor.wait_ready(Duration::from_millis(500)));
+    }
 
     #[test]
     fn missing_binary_says_how_to_install() {

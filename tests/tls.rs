@@ -215,6 +215,15 @@ async fn index_and_tools_work_over_tls() {
         "{}",
         String::from_utf8_lossy(&stats.stderr)
     );
+    // What it read over TLS: the namespace's two articles.
+    let shown: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let articles: i64 = shown["index_buckets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{shown}"))
+        .iter()
+        .map(|b| b["articles"].as_i64().unwrap())
+        .sum();
+    assert_eq!(articles, 2, "{shown}");
     // The plain port still works for assertions: the data is there.
     let mut conn = server.connection();
     let buckets: Vec<String> = redis::cmd("ZRANGE")

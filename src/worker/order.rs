@@ -380,7 +380,7 @@ mod tests {
     /// and the answer: the entries it moved are no longer "elsewhere", but
     /// the batch still waits for them, first for the hold, then for their
     /// own batch.
-    #[tokio::test]
+    #[tokio::test(flavor = "current_thread")]
     async fn a_batch_waits_for_entries_taken_over_while_it_looked() {
         let id = |s| StreamId::parse(s).unwrap();
         let turns = Arc::new(Turns::default());
@@ -414,12 +414,16 @@ mod tests {
                 (waited, batch)
             })
         };
+        // One thread runs both tasks: the waiter sent the hold from its look
+        // and went on in the same poll until it had to wait, so by the time
+        // this task runs again it has either finished or is waiting.
         let hold = rx.recv().await.expect("the take-over starts");
-        tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiter.is_finished(), "the batch waits for the take-over");
         let taken_over = turns.enter(id("10-0"));
         drop(hold);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The waiter, woken by the hold's end, runs before this task does
+        // again, and finds the taken-over entries first.
+        tokio::task::yield_now().await;
         assert!(
             !waiter.is_finished(),
             "the batch waits for the taken-over entries to decide"

@@ -249,19 +249,21 @@ fn healthcheck_passes(port: u16) -> bool {
 fn image_healthcheck_command_probes_a_real_worker() {
     let server = RedisServer::start();
     let port = free_port();
-    let mut worker = Command::new(BIN)
-        .args(["worker", "--redis-url", &server.url(), "--namespace", "hc"])
-        .args([
-            "--http-addr",
-            &format!("127.0.0.1:{port}"),
-            "--block-ms",
-            "200",
-        ])
-        .env_remove("SIMDEDUP_CONFIG")
-        .env("SIMDEDUP_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawn worker");
+    let mut worker = support::KillOnDrop(
+        Command::new(BIN)
+            .args(["worker", "--redis-url", &server.url(), "--namespace", "hc"])
+            .args([
+                "--http-addr",
+                &format!("127.0.0.1:{port}"),
+                "--block-ms",
+                "200",
+            ])
+            .env_remove("SIMDEDUP_CONFIG")
+            .env("SIMDEDUP_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn worker"),
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     while !healthcheck_passes(port) {
         assert!(
@@ -434,14 +436,16 @@ fn compose_file_matches_the_code() {
         "SIMDEDUP_WORKER__HTTP_ADDR".into(),
         format!("127.0.0.1:{http_port}"),
     ));
-    let mut worker = Command::new(BIN)
-        .args(strings(&service("worker")["command"]))
-        .env_remove("SIMDEDUP_CONFIG")
-        .envs(worker_env)
-        .env("SIMDEDUP_LOG", "warn")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut worker = support::KillOnDrop(
+        Command::new(BIN)
+            .args(strings(&service("worker")["command"]))
+            .env_remove("SIMDEDUP_CONFIG")
+            .envs(worker_env)
+            .env("SIMDEDUP_LOG", "warn")
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let reader = Command::new("timeout")
         .args([
             "120",

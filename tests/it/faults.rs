@@ -28,17 +28,32 @@ const GROUP: &str = "simdedup";
 const GROUPS: u64 = 400;
 const COPIES: u64 = 4;
 
-/// A `redis-server` with an append-only file in its own directory, on a fixed
-/// port, that a test can kill and start again on the same data.
+/// A `redis-server` with its data in its own directory, on a fixed port,
+/// that a test can kill and start again on the same data: with an
+/// append-only file (`start`), or with the RDB written at `SHUTDOWN SAVE`
+/// (`start_with`).
 struct Redis {
     bin: PathBuf,
     dir: tempfile::TempDir,
     port: u16,
+    persistence: Vec<String>,
     child: Option<Child>,
 }
 
 impl Redis {
     fn start() -> Redis {
+        Redis::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ])
+    }
+
+    /// With `persistence`, the arguments every start is given.
+    fn start_with(persistence: &[&str]) -> Redis {
         let bin = simdedup::redis_server::find_binary().expect(
             "these tests start their own redis-server: install it (apt-get install redis-server)",
         );
@@ -46,36 +61,59 @@ impl Redis {
             bin,
             dir: tempfile::tempdir().unwrap(),
             port: free_port(),
+            persistence: persistence.iter().map(|a| a.to_string()).collect(),
             child: None,
         };
         r.restart();
         r
     }
 
+    /// Start the server again on the same port and data, and wait until it
+    /// has loaded its data.
     fn restart(&mut self) {
+        self.restart_with(&[]);
+        wait_until("redis-server loaded its data", LIMIT, || {
+            redis::cmd("INFO")
+                .arg("persistence")
+                .query::<String>(&mut self.connection())
+                .is_ok_and(|i| i.contains("loading:0\r\n"))
+        });
+    }
+
+    /// Start the server again with `extra` arguments, and wait until this
+    /// very process answers (`INFO server`'s `process_id` is its pid: the
+    /// port was free a moment ago, and an answer from another test's server
+    /// must not count). `INFO` answers while the data is still loading.
+    fn restart_with(&mut self, extra: &[&str]) {
         let child = Command::new(&self.bin)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ])
+            .args(&self.persistence)
+            .args(extra)
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn redis-server");
+        let pid = child.id();
         self.child = Some(child);
-        wait_until("redis-server answers", LIMIT, || {
-            redis::Client::open(self.url())
+        wait_until("this redis-server answers", LIMIT, || {
+            let info: Option<String> = redis::Client::open(self.url())
                 .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                .is_ok()
+                .and_then(|mut c| redis::cmd("INFO").arg("server").query(&mut c))
+                .ok();
+            info.is_some_and(|i| i.contains(&format!("process_id:{pid}\r\n")))
         });
+    }
+
+    /// Stop the server with `SHUTDOWN SAVE` (its data written to its RDB)
+    /// and wait for the process to end.
+    fn shutdown_save(&mut self) {
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+            .arg("SAVE")
+            .query(&mut self.connection());
+        let status = self.child.take().expect("running").wait().unwrap();
+        assert!(status.success(), "SHUTDOWN SAVE: {status:?}");
     }
 
     fn kill(&mut self) {
@@ -122,11 +160,23 @@ impl Worker {
 
     /// With settings from the environment (`SIMDEDUP_WORKER__...`).
     fn spawn_with(redis: &Redis, ns: &str, name: &str, env: &[(&str, &str)]) -> Worker {
+        Worker::spawn_args(redis, ns, name, env, &[])
+    }
+
+    /// With settings from the environment and more command-line flags.
+    fn spawn_args(
+        redis: &Redis,
+        ns: &str,
+        name: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Worker {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
             .args(["worker", "--redis-url", &redis.url(), "--namespace", ns])
             .args(["--index", "redis", "--consumer", name])
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
+            .args(args)
             .env_remove("SIMDEDUP_CONFIG")
             .env("SIMDEDUP_LOG", "warn")
             .envs(env.iter().copied())
@@ -149,6 +199,15 @@ impl Worker {
         matches!(self.get("/readyz"), Some((200, _)))
     }
 
+    /// The sum of every series of a labelled family (0 when none shows).
+    fn metric_sum(&self, name: &str) -> u64 {
+        let (_, body) = self.get("/metrics").expect("GET /metrics");
+        body.lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+            .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<u64>().ok())
+            .sum()
+    }
+
     fn metric(&self, name: &str) -> u64 {
         let (_, body) = self.get("/metrics").expect("GET /metrics");
         body.lines()
@@ -157,18 +216,21 @@ impl Worker {
             .unwrap_or_else(|| panic!("{name} in /metrics"))
     }
 
+    /// Send `sig` (`-STOP`, `-CONT`, ...) to the process.
+    fn signal(&self, sig: &str) {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    }
+
     /// Stop the process (SIGSTOP) at a moment its reader is blocked in
     /// `XREADGROUP` (the only client of the server doing so).
     fn freeze_in_blocked_read(&self, conn: &mut redis::Connection) {
-        let pid = self.child.id().to_string();
-        let signal = |sig: &str| {
-            let ok = Command::new("kill")
-                .args([sig, &pid])
-                .status()
-                .expect("run kill")
-                .success();
-            assert!(ok, "kill {sig} {pid}");
-        };
+        let signal = |sig: &str| self.signal(sig);
         wait_until("the worker frozen in a blocked read", LIMIT, || {
             signal("-STOP");
             let clients: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
@@ -284,16 +346,20 @@ fn assert_all_answered_once(conn: &mut redis::Connection, keys: &Keys, total: us
     assert_eq!(xlen(conn, &keys.dead_stream()), 0, "nothing dead-lettered");
 }
 
-/// Recovery: a worker killed with SIGKILL while it holds entries; its peer
-/// takes them over once its liveness key expires (3 s TTL, 1 s scans by
-/// default) and removes it from the group.
+/// Recovery, and exactly once after it: a worker stopped (SIGSTOP) while it
+/// holds entries looks dead to its peer, which takes them over once its
+/// liveness key expires (3 s TTL, 1 s scans by default), answers them, and
+/// removes it from the group. Resumed (SIGCONT), the stopped worker finishes
+/// the same entries and commits them: the ack-and-emit script finds them
+/// acked already and writes nothing (`XACK` returns 0), so each input still
+/// has exactly one output, and the resumed worker counts them as skipped.
 ///
-/// The worker is frozen (SIGSTOP) while its reader waits in `XREADGROUP
-/// BLOCK`, before anything is fed: Redis serves the waiting read as the
-/// entries arrive, so they enter the worker's pending list and are never
-/// acknowledged, however fast the workers run.
+/// The worker is stopped while its reader waits in `XREADGROUP BLOCK`,
+/// before anything is fed: Redis serves the waiting read as the entries
+/// arrive, so they enter the worker's pending list and its socket, and are
+/// read and worked on only once it resumes.
 #[test]
-fn a_killed_workers_entries_move_on_within_seconds() {
+fn a_stopped_workers_entries_move_on_and_it_emits_nothing_for_them() {
     let redis = Redis::start();
     let keys = Keys::new("kill");
     let mut conn = redis.connection();
@@ -307,23 +373,100 @@ fn a_killed_workers_entries_move_on_within_seconds() {
     a.freeze_in_blocked_read(&mut conn);
     let total = feed(&mut conn, &keys);
     let orphaned = consumer_pending(&mut conn, &keys, "a");
-    assert!(orphaned > 0, "the frozen worker was served entries");
+    assert!(orphaned > 0, "the stopped worker was served entries");
     let b = Worker::spawn(&redis, "kill", "b");
     wait_ready(&[&b]);
-    a.kill9();
-    let killed = Instant::now();
+    // Without liveness-based recovery nobody takes them at all.
     wait_until("a's entries taken over and a removed", LIMIT, || {
         !consumers(&mut conn, &keys).contains(&a.name)
     });
-    let took = killed.elapsed();
-    // TTL 3 s + scan interval 1 s, doubled for a loaded machine. Without
-    // liveness-based recovery nobody takes them at all.
-    assert!(
-        took < Duration::from_secs(10),
-        "took {took:?} for {orphaned} entries"
-    );
     assert_all_answered_once(&mut conn, &keys, total);
     assert!(b.metric("simdedup_claimed_total") >= orphaned as u64);
+
+    a.signal("-CONT");
+    wait_until("the resumed worker finished its entries", LIMIT, || {
+        a.metric("simdedup_commit_skipped_total") + a.metric_sum("simdedup_articles_total")
+            >= orphaned as u64
+    });
+    assert_eq!(
+        a.metric_sum("simdedup_articles_total"),
+        0,
+        "the resumed worker emitted nothing for entries answered by its peer"
+    );
+    assert_eq!(a.metric("simdedup_commit_skipped_total"), orphaned as u64);
+    assert_all_answered_once(&mut conn, &keys, total);
+    a.kill9();
+}
+
+/// Replay after a crash, through the Redis index: a worker decided and
+/// stored articles (here: `RedisIndex` itself, as the worker does) and died
+/// before it acknowledged their entries, which stay pending on it. The
+/// worker that takes them over answers each with the verdict stored then,
+/// marked `replayed`. The stored verdicts are not
+/// what the texts would get now (the texts are unrelated; "copy" was stored
+/// as a duplicate of "orig"), so a fresh decision would not pass.
+#[test]
+fn entries_of_a_crashed_worker_come_out_replayed_with_the_stored_verdicts() {
+    use simdedup::decision::DecisionConfig;
+    use simdedup::fingerprint::Fingerprint;
+    use simdedup::index::{Index, IndexEntry, RedisIndex, RedisIndexOptions, Verdict};
+    let redis = Redis::start();
+    let keys = Keys::new("replay");
+    let mut conn = redis.connection();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let fingerprint = |simhash: u64| Fingerprint {
+        simhash,
+        content: 7,
+        signatures: (1..=24).collect(),
+        words: 40,
+        numbers: Vec::new(),
+    };
+    let simhash = 0x9e37_79b9_7f4a_7c15u64;
+    let stored = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let idx = RedisIndex::connect(
+            &redis.url(),
+            "replay",
+            DecisionConfig::default(),
+            RedisIndexOptions::default(),
+        )
+        .await
+        .unwrap();
+        let mut stored = Vec::new();
+        for (id, simhash) in [("orig", simhash), ("copy", simhash ^ 0b11)] {
+            let e = IndexEntry {
+                id: id.into(),
+                ts_ms: now_ms,
+                fingerprint: fingerprint(simhash),
+            };
+            stored.push(idx.check_and_insert(&e).await.unwrap().verdict);
+        }
+        stored
+    });
+    assert_eq!(stored[0], Verdict::Unique);
+    let dup = stored[1]
+        .duplicate()
+        .expect("copy stored as orig's duplicate");
+    assert_eq!(dup.dup_of, "orig");
+    create_group(&mut conn, &keys);
+    strand(&mut conn, &keys, "crashed", "orig", &article_text(1, 0));
+    strand(&mut conn, &keys, "crashed", "copy", &article_text(2, 0));
+    strand(&mut conn, &keys, "crashed", "fresh", &article_text(3, 0));
+    let w = Worker::spawn(&redis, "replay", "w");
+    let outs = answered(&mut conn, &keys, 3);
+    let (o, c, f) = (&outs["orig"], &outs["copy"], &outs["fresh"]);
+    assert_eq!(o["verdict"], "unique", "{o:?}");
+    assert_eq!(o.get("replayed").map(String::as_str), Some("1"), "{o:?}");
+    assert_eq!(c["verdict"], "duplicate", "the stored verdict: {c:?}");
+    assert_eq!(c["dup_of"], "orig", "{c:?}");
+    assert_eq!(c["distance"], dup.distance.to_string(), "{c:?}");
+    assert_eq!(c.get("replayed").map(String::as_str), Some("1"), "{c:?}");
+    assert_eq!(f["verdict"], "unique", "{f:?}");
+    assert!(!f.contains_key("replayed"), "decided now: {f:?}");
+    assert_eq!(w.metric("simdedup_claimed_total"), 3);
+    assert_eq!(w.metric("simdedup_replayed_total"), 2);
 }
 
 /// A live consumer's entries are never taken, however long it holds them: a
@@ -652,4 +795,172 @@ fn dead_consumers_are_taken_over_oldest_entry_first() {
         0,
         "no batch waited out the bound"
     );
+}
+
+/// A worker for the transient-error tests: `--max-deliveries 1`, so an entry
+/// delivered a second time (given up on and taken up again, instead of held
+/// through the error) is dead-lettered and fails the test; retries every
+/// 200 ms at most.
+fn held_worker(redis: &Redis, ns: &str) -> Worker {
+    Worker::spawn_args(
+        redis,
+        ns,
+        "w",
+        &[("SIMDEDUP_WORKER__BACKOFF_MAX_MS", "200")],
+        &["--max-deliveries", "1"],
+    )
+}
+
+/// Feed the articles and wait until the worker is mid-stream: some
+/// answered, not all.
+fn feed_and_start(conn: &mut redis::Connection, keys: &Keys) -> usize {
+    let total = feed(conn, keys);
+    wait_until("some answered", LIMIT, || outputs(conn, keys) >= total / 10);
+    total
+}
+
+/// Wait until `w` answers 503 on /readyz naming `code`, while it holds
+/// entries: the error met the articles in flight.
+fn wait_unready_holding(w: &Worker, code: &str) {
+    wait_until(
+        &format!("/readyz 503 {code}"),
+        LIMIT,
+        || matches!(w.get("/readyz"), Some((503, body)) if body.contains(code)),
+    );
+    assert!(
+        w.metric("simdedup_in_flight") > 0,
+        "the worker held entries through {code}"
+    );
+}
+
+/// After a transient error is lifted: every input answered exactly once,
+/// nothing pending, nothing dead-lettered (with `--max-deliveries 1`:
+/// nothing delivered twice), nothing taken over, and the server did answer
+/// the worker `code` (its `INFO errorstats`).
+fn assert_held_through(
+    conn: &mut redis::Connection,
+    keys: &Keys,
+    total: usize,
+    w: &Worker,
+    codes: &[&str],
+) {
+    assert_all_answered_once(conn, keys, total);
+    assert_eq!(w.metric("simdedup_claimed_total"), 0, "nothing taken over");
+    assert_eq!(w.metric("simdedup_dead_letters_total"), 0);
+    let stats: String = redis::cmd("INFO").arg("errorstats").query(conn).unwrap();
+    for code in codes {
+        assert!(
+            stats.contains(&format!("errorstat_{code}:count=")),
+            "the server answered {code}: {stats}"
+        );
+    }
+    wait_until("ready again", LIMIT, || w.ready());
+}
+
+/// Redis busy with a long script (`BUSY` to every other client): the worker
+/// holds its entries and retries; nothing is delivered twice.
+#[test]
+fn redis_busy_with_a_script_holds_the_entries() {
+    let redis = Redis::start();
+    let keys = Keys::new("busy");
+    let mut conn = redis.connection();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("busy-reply-threshold")
+        .arg(50)
+        .query(&mut conn)
+        .unwrap();
+    let w = held_worker(&redis, "busy");
+    wait_ready(&[&w]);
+    let total = feed_and_start(&mut conn, &keys);
+    // Spins reading the clock for up to a minute, writing nothing (so
+    // SCRIPT KILL may end it).
+    let mut spinner = redis.connection();
+    let script = std::thread::spawn(move || {
+        redis::cmd("EVAL")
+            .arg(
+                "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] \
+                 repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 6e7 return 1",
+            )
+            .arg(0)
+            .query::<redis::Value>(&mut spinner)
+    });
+    wait_unready_holding(&w, "BUSY");
+    let _: () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
+    assert!(script.join().unwrap().is_err(), "the script was killed");
+    assert_held_through(&mut conn, &keys, total, &w, &["BUSY"]);
+}
+
+/// Redis restarted on a data set that takes seconds to load (`LOADING` to
+/// every command meanwhile): the worker, stopped (SIGSTOP) across the
+/// shutdown so that no reply is lost with the connection, holds its entries
+/// and retries until the data is there; nothing is delivered twice.
+#[test]
+fn redis_loading_its_data_holds_the_entries() {
+    let mut redis = Redis::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let keys = Keys::new("loading");
+    let mut conn = redis.connection();
+    // 20,000 keys at 250 µs each (key-load-delay): 5 s of loading.
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(20_000)
+        .arg("padding")
+        .query(&mut conn)
+        .unwrap();
+    let w = held_worker(&redis, "loading");
+    wait_ready(&[&w]);
+    let total = feed_and_start(&mut conn, &keys);
+    w.signal("-STOP");
+    redis.shutdown_save();
+    redis.restart_with(&["--key-load-delay", "250"]);
+    w.signal("-CONT");
+    wait_unready_holding(&w, "LOADING");
+    let mut conn = redis.connection();
+    wait_until("the data loaded", LIMIT, || {
+        redis::cmd("INFO")
+            .arg("persistence")
+            .query::<String>(&mut conn)
+            .is_ok_and(|i| i.contains("loading:0\r\n"))
+    });
+    assert_held_through(&mut conn, &keys, total, &w, &["LOADING"]);
+}
+
+/// The primary turned into a replica of a primary that does not answer
+/// (port 1, where nothing listens): writes answer `READONLY`; then, with
+/// `replica-serve-stale-data no`, everything answers `MASTERDOWN`. Lifted
+/// with `REPLICAOF NO ONE` (the data kept). The worker holds its entries
+/// through both; nothing is delivered twice.
+#[test]
+fn redis_readonly_and_masterdown_hold_the_entries() {
+    let redis = Redis::start();
+    let keys = Keys::new("demoted");
+    let mut conn = redis.connection();
+    let w = held_worker(&redis, "demoted");
+    wait_ready(&[&w]);
+    let total = feed_and_start(&mut conn, &keys);
+    let replicaof = |conn: &mut redis::Connection, host: &str, port: &str| {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg(host)
+            .arg(port)
+            .query(conn)
+            .unwrap();
+    };
+    replicaof(&mut conn, "127.0.0.1", "1");
+    wait_unready_holding(&w, "READONLY");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("replica-serve-stale-data")
+        .arg("no")
+        .query(&mut conn)
+        .unwrap();
+    wait_unready_holding(&w, "MASTERDOWN");
+    replicaof(&mut conn, "NO", "ONE");
+    assert_held_through(&mut conn, &keys, total, &w, &["READONLY", "MASTERDOWN"]);
 }

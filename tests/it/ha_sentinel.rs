@@ -78,7 +78,7 @@ async fn workers_survive_a_killed_primary_behind_sentinel() {
     );
 }
 
-/// `worker.wait_replicas`: with the replica asleep (`DEBUG SLEEP`), a commit
+/// `worker.wait_replicas`: with the replica stopped (SIGSTOP), a commit
 /// runs on the primary but the worker holds its entry, asking `WAIT` again,
 /// until the replica has acknowledged it; then every entry is answered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,13 +92,7 @@ async fn commits_wait_for_the_replicas_asked() {
 
     let primary = RedisServer::start();
     let port = primary.port.to_string();
-    let replica = RedisServer::start_with(&[
-        "--replicaof",
-        "127.0.0.1",
-        &port,
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     support::wait_for(|| {
         redis::cmd("INFO")
             .arg("replication")
@@ -144,21 +138,13 @@ async fn commits_wait_for_the_replicas_asked() {
             xlen(&mut conn, &out) == 1
         });
         // Its entry is released only after its own WAIT: before the replica
-        // sleeps, or that one would be held too.
+        // stops, or that one would be held too.
         wait_until("the first entry released", ha_common::LIMIT, || {
             metrics.in_flight.get() == 0
         });
         assert_eq!(metrics.replica_waits_timed_out.get(), 0);
-        // The replica stops answering for 3 s.
-        let mut sleeper = replica.connection();
-        let asleep = std::thread::spawn(move || {
-            redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg(3)
-                .query::<()>(&mut sleeper)
-                .expect("DEBUG SLEEP")
-        });
-        std::thread::sleep(std::time::Duration::from_millis(200));
+        // The replica stops (SIGSTOP): it acknowledges nothing until resumed.
+        replica.signal("-STOP");
         xadd(
             &mut conn,
             &keys,
@@ -167,17 +153,15 @@ async fn commits_wait_for_the_replicas_asked() {
         wait_until("the commit on the primary", ha_common::LIMIT, || {
             xlen(&mut conn, &out) == 2
         });
-        wait_until(
-            "a WAIT that timed out",
-            std::time::Duration::from_secs(2),
-            || metrics.replica_waits_timed_out.get() > 0,
-        );
+        wait_until("a WAIT that timed out", ha_common::LIMIT, || {
+            metrics.replica_waits_timed_out.get() > 0
+        });
         assert_eq!(
             metrics.in_flight.get(),
             1,
             "the entry is held while the replica has not acknowledged it"
         );
-        asleep.join().unwrap();
+        replica.signal("-CONT");
         wait_until("the entry released", ha_common::LIMIT, || {
             metrics.in_flight.get() == 0
         });

@@ -704,8 +704,7 @@ async fn views_follow_each_other() {
     assert!(a.delete("orig").await.unwrap());
     assert!(a.delete("copy").await.unwrap());
     // Another process' deletions reach b's checks once b's view is older than
-    // MAX_STALENESS (10 ms; between 5 and 10 ms a check decides while its
-    // sync runs in the background): here at once.
+    // SYNC_EVERY (5 ms): a check then catches the view up before deciding.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let third = entry("third", t + 2, fp(S ^ 2, 3, &sketch(3, 12)));
     assert_eq!(
@@ -1105,33 +1104,72 @@ fn idx_label(idx: &RedisIndex, t: i64) -> String {
     simdedup::keys::bucket_label(idx.bucket_start(t))
 }
 
-#[tokio::test]
-async fn refuses_allkeys_eviction_unless_allowed() {
-    let server = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
-    let err = RedisIndex::connect(&server.url(), "m", config(), RedisIndexOptions::default())
-        .await
-        .unwrap_err();
-    match &err {
-        IndexError::Config(msg) => assert!(msg.contains("allkeys-lru"), "{msg}"),
-        other => panic!("expected a Config error, got {other:?}"),
-    }
-    let allowed = RedisIndexOptions {
-        allow_eviction: true,
-        ..Default::default()
-    };
-    let idx = RedisIndex::connect(&server.url(), "m", config(), allowed)
-        .await
+/// `simdedup inspect ID` against `server` with `env`: (success, stdout,
+/// stderr). Its Redis index is connected as a worker's is.
+fn inspect(server: &RedisServer, id: &str, env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args([
+            "inspect",
+            id,
+            "--namespace",
+            "m",
+            "--redis-url",
+            &server.url(),
+        ])
+        .env_remove("SIMDEDUP_CONFIG")
+        .env("SIMDEDUP_LOG", "warn")
+        .envs(env.iter().copied())
+        .output()
         .unwrap();
-    assert!(idx
-        .check_and_insert(&entry("a", now_ms(), fp(S, 1, &[])))
-        .await
-        .is_ok());
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// Under `allkeys-*` the index refuses to start, saying how to accept the
+/// risk; accepted (`SIMDEDUP_ALLOW_EVICTION=true`, the setting the message
+/// names) it starts with a warning. Under `volatile-*` it starts with a
+/// warning. Run as the tools run, their log checked.
+#[test]
+fn refuses_allkeys_eviction_unless_allowed() {
+    let server = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
+    let (ok, _, stderr) = inspect(&server, "a", &[]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("maxmemory-policy is allkeys-lru")
+            && stderr.contains("CONFIG SET maxmemory-policy noeviction")
+            && stderr.contains("SIMDEDUP_ALLOW_EVICTION=true"),
+        "{stderr}"
+    );
+    let (ok, stdout, stderr) = inspect(&server, "a", &[("SIMDEDUP_ALLOW_EVICTION", "true")]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("WARN") && stderr.contains("may evict index keys"),
+        "{stderr}"
+    );
+    let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(shown["stored"].is_null(), "{shown}");
 
     let volatile = RedisServer::start_with(&["--maxmemory-policy", "volatile-lru"]);
+    let (ok, _, stderr) = inspect(&volatile, "a", &[]);
+    assert!(ok, "{stderr}");
     assert!(
-        RedisIndex::connect(&volatile.url(), "m", config(), RedisIndexOptions::default())
-            .await
-            .is_ok()
+        stderr.contains("WARN") && stderr.contains("maxmemory-policy can evict keys with a TTL"),
+        "{stderr}"
+    );
+    // noeviction: no warning. An id the index does not hold is shown as
+    // such; an embedded index cannot be inspected from outside its worker.
+    let quiet = RedisServer::start();
+    let (ok, stdout, stderr) = inspect(&quiet, "nobody", &[]);
+    assert!(ok && !stderr.contains("WARN"), "{stderr}");
+    assert!(stderr.contains("nobody is not in the index"), "{stderr}");
+    let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(shown["id"], "nobody", "{shown}");
+    assert!(shown["stored"].is_null(), "{shown}");
+    let (ok, _, stderr) = inspect(&quiet, "a", &[("SIMDEDUP_INDEX", "embedded")]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("an embedded index lives only inside its worker"),
+        "{stderr}"
     );
 }
 

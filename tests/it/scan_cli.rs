@@ -240,3 +240,127 @@ fn idf_build_writes_a_table_that_scan_and_fingerprint_use() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 2"), "{err}");
 }
+
+/// `simdedup eval` scores the verdicts on a labelled stream against its
+/// truth file, and with `--verdicts` writes them in the reference scorer's
+/// format; `scan -o` writes the verdicts to a file instead of stdout;
+/// `--log-format json` logs JSON lines; `--sentence-max-distance` is the
+/// bound the sentence signal meets at.
+#[test]
+fn eval_scan_to_a_file_json_logs_and_the_sentence_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let rewritten = ORIGINAL.replace("今天", "4月16日").replace("表示", "指出");
+    let stream = [
+        article("a", ORIGINAL),
+        article("b", OTHER),
+        article("c", &format!("<p>**{ORIGINAL}**</p>")),
+        article("d", &rewritten),
+    ]
+    .join("\n");
+    std::fs::write(path("stream.jsonl"), &stream).unwrap();
+    // "d" is labelled a strong duplicate the run is told it missed, "b"
+    // unrelated.
+    std::fs::write(
+        path("truth.jsonl"),
+        r#"{"id":"a","best_j":0.0,"kind":"orig"}
+{"id":"b","best_j":0.1,"kind":"orig"}
+{"id":"c","best_j":1.0,"kind":"copy"}
+{"id":"d","best_j":0.8,"kind":"edit"}
+"#,
+    )
+    .unwrap();
+
+    let scan = simdedup(
+        &["scan", &path("stream.jsonl"), "-o", &path("verdicts.jsonl")],
+        b"",
+    );
+    assert!(scan.status.success(), "{scan:?}");
+    assert!(
+        scan.stdout.is_empty(),
+        "verdicts go to the file, not stdout"
+    );
+    let written: Vec<Value> = std::fs::read_to_string(path("verdicts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let verdicts: Vec<(&str, &str)> = written
+        .iter()
+        .map(|v| (v["id"].as_str().unwrap(), v["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("a", "unique"),
+            ("b", "unique"),
+            ("c", "duplicate"),
+            ("d", "duplicate")
+        ],
+        "{written:?}"
+    );
+    assert_eq!(written[3]["signal"], "sentences", "{}", written[3]);
+    let distance = written[3]["distance"].as_u64().unwrap();
+
+    let eval = simdedup(
+        &[
+            "eval",
+            "--stream",
+            &path("stream.jsonl"),
+            "--truth",
+            &path("truth.jsonl"),
+            "--verdicts",
+            &path("scorer.jsonl"),
+        ],
+        b"",
+    );
+    assert!(eval.status.success(), "{eval:?}");
+    let score: Value = serde_json::from_slice(&eval.stdout).unwrap();
+    assert_eq!(score["docs"], 4, "{score}");
+    assert_eq!(score["strong"], 2, "{score}");
+    assert_eq!(score["recall"], 1.0, "{score}");
+    assert_eq!(score["precision"], 1.0, "{score}");
+    assert_eq!(score["flagged"], 2, "{score}");
+    let scorer: Vec<Value> = std::fs::read_to_string(path("scorer.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        scorer,
+        [
+            serde_json::json!({"id": "a", "duplicate": false, "dup_of": null}),
+            serde_json::json!({"id": "b", "duplicate": false, "dup_of": null}),
+            serde_json::json!({"id": "c", "duplicate": true, "dup_of": "a"}),
+            serde_json::json!({"id": "d", "duplicate": true, "dup_of": "a"}),
+        ]
+    );
+
+    // A sentence bound below the rewrite's distance: "d" is no longer found
+    // (by sentences), the score says it was missed. Logged as JSON lines.
+    let bound = (distance - 1).to_string();
+    let strict = simdedup(
+        &[
+            "--log-format",
+            "json",
+            "eval",
+            "--stream",
+            &path("stream.jsonl"),
+            "--truth",
+            &path("truth.jsonl"),
+            "--sentence-max-distance",
+            &bound,
+        ],
+        b"",
+    );
+    assert!(strict.status.success(), "{strict:?}");
+    let score: Value = serde_json::from_slice(&strict.stdout).unwrap();
+    assert_eq!(score["recall"], 0.5, "{score}");
+    assert_eq!(score["missed"], serde_json::json!(["d"]), "{score}");
+    let log = String::from_utf8(strict.stderr).unwrap();
+    let json_lines: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(!json_lines.is_empty(), "JSON log lines: {log}");
+}

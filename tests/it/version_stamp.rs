@@ -30,14 +30,13 @@ fn a_worker_refuses_a_namespace_of_another_fingerprint_version() {
     let key = Keys::new("old").fingerprint_version();
     let older = FINGERPRINT_VERSION - 1;
     let _: () = conn.set(&key, older).unwrap();
-    let mut child = worker(&server, "old").spawn().unwrap();
+    let mut child = support::KillOnDrop(worker(&server, "old").spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if Instant::now() > deadline {
-            child.kill().unwrap();
             panic!("the worker kept running on a namespace of version {older}");
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -59,7 +58,7 @@ fn the_first_worker_stamps_a_new_namespace() {
     let server = RedisServer::start();
     let mut conn = server.connection();
     let key = Keys::new("fresh").fingerprint_version();
-    let mut child = worker(&server, "fresh").spawn().unwrap();
+    let mut child = support::KillOnDrop(worker(&server, "fresh").spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(30);
     let stamp = loop {
         let stamp: Option<u32> = conn.get(&key).unwrap();

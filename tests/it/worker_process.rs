@@ -151,14 +151,20 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_nothing() {
             .ignore();
     }
     pipe.query::<()>(&mut conn).unwrap();
-    // Kill `a` while it holds entries (read, not yet acked). Checked as soon as
-    // it has any: with fast fingerprinting a whole run takes about a second.
-    wait_until("a is mid-stream", LIMIT, || {
-        consumer_pending(&mut conn, &keys, "a") > 0
+    // Kill `a` while it holds entries (read, not yet acked): stopped
+    // (SIGSTOP) at a moment it holds some, then killed.
+    wait_until("a is mid-stream, stopped", LIMIT, || {
+        signal(&a, "-STOP");
+        let holds = consumer_pending(&mut conn, &keys, "a") > 0;
+        if !holds {
+            signal(&a, "-CONT");
+        }
+        holds
     });
     signal(&a, "-KILL");
     a.wait().unwrap();
     let orphaned = consumer_pending(&mut conn, &keys, "a");
+    assert!(orphaned > 0, "a held entries when killed");
     wait_until("all outputs", LIMIT, || {
         xlen(&mut conn, &keys.output_stream()) >= total
             && pending(&mut conn, &keys, "simdedup") == 0
@@ -171,9 +177,10 @@ fn sigkill_mid_stream_loses_nothing_and_duplicates_nothing() {
         .find_map(|l| l.strip_prefix("simdedup_claimed_total "))
         .and_then(|v| v.trim().parse().ok())
         .expect("simdedup_claimed_total");
-    if orphaned > 0 {
-        assert!(claimed > 0, "b claimed a's {orphaned} orphans: {claimed}");
-    }
+    assert!(
+        claimed >= orphaned as u64,
+        "b claimed a's {orphaned} orphans: {claimed}"
+    );
     assert_eq!(http_get(port_b, "/healthz").unwrap().0, 200);
     assert_eq!(http_get(port_b, "/readyz").unwrap().0, 200);
     signal(&b, "-TERM");
@@ -202,21 +209,40 @@ fn sigterm_while_idle_or_busy_exits_zero_with_nothing_pending() {
     wait_until("ready", LIMIT, || {
         http_get(port, "/readyz").map(|r| r.0) == Some(200)
     });
-    for i in 0..300u64 {
-        let text = article_text(i, 0);
-        xadd(
-            &mut conn,
-            &keys,
-            &[
-                ("id", format!("t{i}").as_bytes()),
-                ("text", text.as_bytes()),
-            ],
-        );
+    let total = 3000;
+    let mut pipe = redis::pipe();
+    for i in 0..total {
+        pipe.cmd("XADD")
+            .arg(keys.input_stream())
+            .arg("*")
+            .arg("id")
+            .arg(format!("t{i}"))
+            .arg("text")
+            .arg(article_text(i as u64, 0))
+            .ignore();
     }
+    pipe.query::<()>(&mut conn).unwrap();
     wait_until("first outputs", LIMIT, || {
         xlen(&mut conn, &keys.output_stream()) > 0
     });
+    // Stopped mid-stream (SIGSTOP) until it holds entries, SIGTERM is sent
+    // while it is stopped and found when it resumes: work is in flight when
+    // the signal comes.
+    let held = loop {
+        signal(&w, "-STOP");
+        let held = consumer_pending(&mut conn, &keys, "t");
+        if held > 0 {
+            break held;
+        }
+        signal(&w, "-CONT");
+        assert!(
+            xlen(&mut conn, &keys.output_stream()) < total,
+            "the worker finished before it could be caught holding entries"
+        );
+    };
+    let answered = xlen(&mut conn, &keys.output_stream());
     signal(&w, "-TERM");
+    signal(&w, "-CONT");
     let status = w.wait().unwrap();
     assert!(status.success(), "exit status {status:?}");
     assert_eq!(
@@ -225,6 +251,11 @@ fn sigterm_while_idle_or_busy_exits_zero_with_nothing_pending() {
         "in-flight entries were acked"
     );
     let outputs = read_stream(&mut conn, &keys.output_stream());
+    assert!(
+        outputs.len() >= answered + held as usize,
+        "the {held} entries held at SIGTERM were answered: {} outputs, {answered} before",
+        outputs.len()
+    );
     let sources: HashSet<_> = outputs.iter().map(|(_, f)| f["source"].clone()).collect();
     assert_eq!(sources.len(), outputs.len());
 }

@@ -13,6 +13,33 @@ pub struct RedisServer {
     pub port: u16,
 }
 
+/// A child process killed (SIGKILL) and reaped when dropped, unless it has
+/// exited: a failing assertion must not leave it running (it would hold the
+/// test's output open and keep working).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     simdedup::redis_server::free_port().expect("bind an ephemeral port")
@@ -69,9 +96,11 @@ impl RedisServer {
         self.inner.kill();
     }
 
-    /// Send the server `signal` (`STOP`: it freezes, as a stalled machine
-    /// does, its connections open; `CONT`: it runs on).
+    /// Send the server `signal` (`STOP` or `-STOP`: it freezes, as a
+    /// stalled machine does, answering nothing with its connections open;
+    /// `CONT`: it runs on; drop still kills it).
     pub fn signal(&self, signal: &str) {
+        let signal = signal.trim_start_matches('-');
         let status = std::process::Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.inner.pid().to_string())

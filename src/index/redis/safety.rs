@@ -115,7 +115,8 @@ fn judge_policy(policy: &str, allow_eviction: bool) -> Result<(), IndexError> {
             return Err(IndexError::Config(format!(
                 "Redis maxmemory-policy is {policy}: under memory pressure it would evict index keys \
                  and silently forget articles. Set it to noeviction (CONFIG SET maxmemory-policy \
-                 noeviction), or pass allow_eviction / --allow-eviction to accept the risk"
+                 noeviction), or set allow_eviction = true (SIMDEDUP_ALLOW_EVICTION=true) to accept \
+                 the risk"
             )));
         }
     } else if policy.starts_with("volatile-") {
