@@ -159,7 +159,7 @@ thread_local! {
 /// when at least `FRESH` do, the smallest are among them.
 fn smallest_distinct(values: &mut [u16], below: &mut Vec<u16>) -> Vec<u16> {
     let values = if values.len() > 2 * FRESH {
-        let bound = (2 * FRESH << 16) / values.len();
+        let bound = ((2 * FRESH) << 16) / values.len();
         below.clear();
         below.extend(values.iter().filter(|&&v| usize::from(v) < bound));
         if below.len() >= FRESH {

@@ -423,6 +423,7 @@ fn entries_of_a_crashed_worker_come_out_replayed_with_the_stored_verdicts() {
         signatures: (1..=24).collect(),
         words: 40,
         numbers: Vec::new(),
+        ..Default::default()
     };
     let simhash = 0x9e37_79b9_7f4a_7c15u64;
     let stored = tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -445,7 +446,7 @@ fn entries_of_a_crashed_worker_come_out_replayed_with_the_stored_verdicts() {
         }
         stored
     });
-    assert_eq!(stored[0], Verdict::Unique);
+    assert_eq!(stored[0], Verdict::UNIQUE);
     let dup = stored[1]
         .duplicate()
         .expect("copy stored as orig's duplicate");
@@ -546,6 +547,13 @@ fn redis_killed_and_restarted_from_its_aof() {
         "restarted from the AOF"
     );
     let mut conn = redis.connection();
+    // The test's own reads wait for the AOF to be loaded, as the workers do.
+    wait_until("the AOF loaded", LIMIT, || {
+        redis::cmd("INFO")
+            .arg("persistence")
+            .query::<String>(&mut conn)
+            .is_ok_and(|i| i.contains("loading:0\r\n"))
+    });
     assert_all_answered_once(&mut conn, &keys, total);
     wait_until("workers ready again", LIMIT, || a.ready() && b.ready());
 }
@@ -907,7 +915,8 @@ fn redis_loading_its_data_holds_the_entries() {
     ]);
     let keys = Keys::new("loading");
     let mut conn = redis.connection();
-    // 20,000 keys at 250 µs each (key-load-delay): 5 s of loading.
+    // 20,000 keys at 500 µs each (key-load-delay): 10 s of loading, long
+    // enough for a worker on a loaded machine to meet it.
     let _: () = redis::cmd("DEBUG")
         .arg("POPULATE")
         .arg(20_000)
@@ -919,7 +928,7 @@ fn redis_loading_its_data_holds_the_entries() {
     let total = feed_and_start(&mut conn, &keys);
     w.signal("-STOP");
     redis.shutdown_save();
-    redis.restart_with(&["--key-load-delay", "250"]);
+    redis.restart_with(&["--key-load-delay", "500"]);
     w.signal("-CONT");
     wait_unready_holding(&w, "LOADING");
     let mut conn = redis.connection();
