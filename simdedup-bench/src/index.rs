@@ -153,7 +153,7 @@ pub async fn memory_by_family(
         for key in batch {
             let family = key.split(':').nth(2).unwrap_or("?").to_owned();
             let e = by.entry(family.clone()).or_default();
-            if e.0 % FAMILY_SAMPLE_EVERY == 0 {
+            if e.0.is_multiple_of(FAMILY_SAMPLE_EVERY) {
                 pipe.cmd("MEMORY")
                     .arg("USAGE")
                     .arg(&key)

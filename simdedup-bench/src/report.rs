@@ -90,8 +90,8 @@ pub fn utc_now() -> String {
 
 fn human(n: u64) -> String {
     match n {
-        n if n >= 1_000_000 && n % 100_000 == 0 => format!("{} M", n as f64 / 1e6),
-        n if n >= 1000 && n % 100 == 0 => format!("{} k", n as f64 / 1e3),
+        n if n >= 1_000_000 && n.is_multiple_of(100_000) => format!("{} M", n as f64 / 1e6),
+        n if n >= 1000 && n.is_multiple_of(100) => format!("{} k", n as f64 / 1e3),
         n => n.to_string(),
     }
 }
@@ -101,7 +101,7 @@ fn thousands(x: f64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

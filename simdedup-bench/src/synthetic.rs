@@ -116,14 +116,14 @@ impl FingerprintGen {
     /// 1/16 of the range; here 75 % and ≈ 30 %.
     fn clauses(&self, src: u64) -> Vec<u32> {
         let size = self.hash(src ^ 0xc1a5e);
-        let n = if size % 4 == 0 {
+        let n = if size.is_multiple_of(4) {
             1 + (size >> 8) % 11
         } else {
             12 + (size >> 8) % 24
         };
         let mut clauses: Vec<u32> = (0..n).map(|k| self.hash(src * 256 + k) as u32).collect();
         let roll = self.hash(src ^ 0xb0b0);
-        if roll % 4 == 0 {
+        if roll.is_multiple_of(4) {
             let u = (roll >> 11) as f64 / (1u64 << 53) as f64;
             let pick = (u * u * Self::BOILERPLATE as f64) as u64;
             clauses.push(self.hash(0xb011_e7a7e + pick) as u32);
@@ -327,7 +327,7 @@ impl TextGen {
     }
 
     fn is_chinese(&self, j: u64) -> bool {
-        splitmix(j ^ self.seed ^ 0x2a) % 4 != 0
+        !splitmix(j ^ self.seed ^ 0x2a).is_multiple_of(4)
     }
 
     fn sentences(&self, j: u64) -> Vec<String> {

@@ -190,7 +190,7 @@ impl RedisIndex {
             Some(b) => b,
             None => default_bucket_ms(config.window_ms),
         };
-        if bucket_ms == 0 || bucket_ms % HOUR_MS != 0 || bucket_ms > 30 * 24 * HOUR_MS {
+        if bucket_ms == 0 || !bucket_ms.is_multiple_of(HOUR_MS) || bucket_ms > 30 * 24 * HOUR_MS {
             return Err(IndexError::Config(format!(
                 "bucket_ms = {bucket_ms}: use a whole number of hours, at most 30 days"
             )));

@@ -400,7 +400,7 @@ async fn survives_killed_connections() {
                     ("text", text.as_bytes()),
                 ],
             );
-            if i % 25 == 0 {
+            if i.is_multiple_of(25) {
                 killed += redis::cmd("CLIENT")
                     .arg("KILL")
                     .arg("TYPE")
