@@ -285,7 +285,7 @@ fn eval_scan_to_a_file_json_logs_and_the_sentence_bound() {
         ],
         "{written:?}"
     );
-    assert_eq!(written[3]["signal"], "sentences", "{}", written[3]);
+    assert_eq!(written[3]["signal"], "sentence", "{}", written[3]);
     let distance = written[3]["distance"].as_u64().unwrap();
 
     let eval = simdedup(
