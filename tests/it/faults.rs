@@ -30,8 +30,7 @@ const COPIES: u64 = 4;
 
 /// A `redis-server` with its data in its own directory, on a fixed port,
 /// that a test can kill and start again on the same data: with an
-/// append-only file (`start`), or with the RDB written at `SHUTDOWN SAVE`
-/// (`start_with`).
+/// append-only file (`start`), or other persistence (`start_with`).
 struct Redis {
     bin: PathBuf,
     dir: tempfile::TempDir,
@@ -72,11 +71,11 @@ impl Redis {
     /// has loaded its data.
     fn restart(&mut self) {
         self.restart_with(&[]);
+        // PING is refused (LOADING) until the data is loaded.
         wait_until("redis-server loaded its data", LIMIT, || {
-            redis::cmd("INFO")
-                .arg("persistence")
+            redis::cmd("PING")
                 .query::<String>(&mut self.connection())
-                .is_ok_and(|i| i.contains("loading:0\r\n"))
+                .is_ok()
         });
     }
 
@@ -104,16 +103,6 @@ impl Redis {
                 .ok();
             info.is_some_and(|i| i.contains(&format!("process_id:{pid}\r\n")))
         });
-    }
-
-    /// Stop the server with `SHUTDOWN SAVE` (its data written to its RDB)
-    /// and wait for the process to end.
-    fn shutdown_save(&mut self) {
-        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
-            .arg("SAVE")
-            .query(&mut self.connection());
-        let status = self.child.take().expect("running").wait().unwrap();
-        assert!(status.success(), "SHUTDOWN SAVE: {status:?}");
     }
 
     fn kill(&mut self) {
@@ -423,7 +412,6 @@ fn entries_of_a_crashed_worker_come_out_replayed_with_the_stored_verdicts() {
         signatures: (1..=24).collect(),
         words: 40,
         numbers: Vec::new(),
-        ..Default::default()
     };
     let simhash = 0x9e37_79b9_7f4a_7c15u64;
     let stored = tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -446,7 +434,7 @@ fn entries_of_a_crashed_worker_come_out_replayed_with_the_stored_verdicts() {
         }
         stored
     });
-    assert_eq!(stored[0], Verdict::UNIQUE);
+    assert_eq!(stored[0], Verdict::Unique);
     let dup = stored[1]
         .duplicate()
         .expect("copy stored as orig's duplicate");
@@ -547,13 +535,6 @@ fn redis_killed_and_restarted_from_its_aof() {
         "restarted from the AOF"
     );
     let mut conn = redis.connection();
-    // The test's own reads wait for the AOF to be loaded, as the workers do.
-    wait_until("the AOF loaded", LIMIT, || {
-        redis::cmd("INFO")
-            .arg("persistence")
-            .query::<String>(&mut conn)
-            .is_ok_and(|i| i.contains("loading:0\r\n"))
-    });
     assert_all_answered_once(&mut conn, &keys, total);
     wait_until("workers ready again", LIMIT, || a.ready() && b.ready());
 }
@@ -897,48 +878,6 @@ fn redis_busy_with_a_script_holds_the_entries() {
     let _: () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
     assert!(script.join().unwrap().is_err(), "the script was killed");
     assert_held_through(&mut conn, &keys, total, &w, &["BUSY"]);
-}
-
-/// Redis restarted on a data set that takes seconds to load (`LOADING` to
-/// every command meanwhile): the worker, stopped (SIGSTOP) across the
-/// shutdown so that no reply is lost with the connection, holds its entries
-/// and retries until the data is there; nothing is delivered twice.
-#[test]
-fn redis_loading_its_data_holds_the_entries() {
-    let mut redis = Redis::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "yes",
-    ]);
-    let keys = Keys::new("loading");
-    let mut conn = redis.connection();
-    // 20,000 keys at 500 µs each (key-load-delay): 10 s of loading, long
-    // enough for a worker on a loaded machine to meet it.
-    let _: () = redis::cmd("DEBUG")
-        .arg("POPULATE")
-        .arg(20_000)
-        .arg("padding")
-        .query(&mut conn)
-        .unwrap();
-    let w = held_worker(&redis, "loading");
-    wait_ready(&[&w]);
-    let total = feed_and_start(&mut conn, &keys);
-    w.signal("-STOP");
-    redis.shutdown_save();
-    redis.restart_with(&["--key-load-delay", "500"]);
-    w.signal("-CONT");
-    wait_unready_holding(&w, "LOADING");
-    let mut conn = redis.connection();
-    wait_until("the data loaded", LIMIT, || {
-        redis::cmd("INFO")
-            .arg("persistence")
-            .query::<String>(&mut conn)
-            .is_ok_and(|i| i.contains("loading:0\r\n"))
-    });
-    assert_held_through(&mut conn, &keys, total, &w, &["LOADING"]);
 }
 
 /// The primary turned into a replica of a primary that does not answer
