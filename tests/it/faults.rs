@@ -412,6 +412,7 @@ fn entries_of_a_crashed_worker_come_out_replayed_with_the_stored_verdicts() {
         signatures: (1..=24).collect(),
         words: 40,
         numbers: Vec::new(),
+        ..Default::default()
     };
     let simhash = 0x9e37_79b9_7f4a_7c15u64;
     let stored = tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -434,7 +435,7 @@ fn entries_of_a_crashed_worker_come_out_replayed_with_the_stored_verdicts() {
         }
         stored
     });
-    assert_eq!(stored[0], Verdict::Unique);
+    assert_eq!(stored[0], Verdict::UNIQUE);
     let dup = stored[1]
         .duplicate()
         .expect("copy stored as orig's duplicate");
