@@ -11,11 +11,11 @@
 
 local P, id, idhash, label = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local start, retention, expire_at = ARGV[5], ARGV[6], ARGV[7]
-local simhex, simdec, article = ARGV[8], ARGV[9], ARGV[10]
-local indexed, root, root_hash = ARGV[11] == '1', ARGV[12], ARGV[13]
-local default_shape, S, empty, record = ARGV[14], tonumber(ARGV[15]), ARGV[16], ARGV[17]
-local token = ARGV[18]
-local FIRST_BUCKET = 19
+local simhex, article = ARGV[8], ARGV[9]
+local indexed, root, root_hash = ARGV[10] == '1', ARGV[11], ARGV[12]
+local default_shape, S, empty, record = ARGV[13], tonumber(ARGV[14]), ARGV[15], ARGV[16]
+local token = ARGV[17]
+local FIRST_BUCKET = 18
 local packed = article_packed(article)
 -- The keys, as bytes at their offsets in a record: the id hash (1), the four
 -- blocks (key t at 2t: a block meets only at its own position), the content
@@ -139,20 +139,32 @@ redis.call('SETRANGE', rkey, at, record)
 if fresh then redis.call('EXPIREAT', rkey, expire_at) end
 for d = 1, indexed and 4 or 0 do
   local bkey = block_key(P, label, k, d, string.sub(simhex, 4 * d - 3, 4 * d))
-  redis.call('SADD', bkey, simdec)
+  redis.call('SADD', bkey, h)
   -- A set the view saw empty (or in a bucket it does not know) may be new.
   if fresh or empty == '' or string.byte(empty, d) == 49 then redis.call('EXPIREAT', bkey, expire_at) end
 end
--- Link a duplicate to its cluster's root, in the root's bucket. A d: hash
--- this creates gets the root bucket's expiry.
+-- Link a duplicate to its cluster's root, in the root's bucket: in the
+-- root's field of its d: hash while it fits in LINKS_INLINE_BYTES, else
+-- appended to the root's own string (more_links_key), so that a link costs
+-- the same however often the story was copied before. A key this creates
+-- gets the root bucket's expiry.
 local l, _, _, rh
 if root ~= '' then l, _, _, rh = find_id(P, live, root, root_hash, shapes) end
 if l then
-  local dkey, field = links_key(P, l, rh)
-  local old, link = redis.call('HGET', dkey, field), label .. ':' .. h
-  if redis.call('HSET', dkey, field, old and (old .. ' ' .. link) or link, '', '') == 2 then
+  local key, field = links_key(P, l, rh)
+  local link = label .. ':' .. h
+  local inline = redis.call('HSTRLEN', key, field)
+  local created
+  if inline == 0 or inline + 1 + #link <= LINKS_INLINE_BYTES then
+    local value = inline > 0 and (redis.call('HGET', key, field) .. ' ' .. link) or link
+    created = redis.call('HSET', key, field, value, '', '') == 2
+  else
+    key = more_links_key(P, l, rh)
+    created = redis.call('APPEND', key, ' ' .. link) == #link + 1
+  end
+  if created then
     local lstart = redis.call('ZSCORE', KEYS[1], l)
-    redis.call('EXPIREAT', dkey, string.format('%d', math.ceil((tonumber(lstart) + tonumber(retention)) / 1000)))
+    redis.call('EXPIREAT', key, string.format('%d', math.ceil((tonumber(lstart) + tonumber(retention)) / 1000)))
   end
 end
 return {'ok', h}

@@ -41,4 +41,5 @@ end
 -- The d: hash keeps its empty field "" (set_field in prelude.lua), and with it
 -- its expiry, when its last link goes.
 redis.call('HDEL', links_key(P, label, h))
+redis.call('DEL', more_links_key(P, label, h))
 return 1

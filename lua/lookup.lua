@@ -8,4 +8,4 @@ local label, _, v, h = find_id(P, labels, id, redis.sha1hex(id))
 if not label then return false end
 local start = redis.call('ZSCORE', KEYS[1], label)
 local article = redis.call('LINDEX', article_key(P, label, h))
-return {label, start, v, article or '', redis.call('HGET', links_key(P, label, h)) or ''}
+return {label, start, v, article or '', all_links(P, label, h)}

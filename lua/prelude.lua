@@ -38,6 +38,22 @@ local function links_key(P, label, h)
     string.format('%d', h % HANDLES_PER_CHUNK)
 end
 
+-- The string of handle `h`'s links beyond the first LINKS_INLINE_BYTES of
+-- them (its d: field): `d:<label>:<chunk>:<field>` (src/keys.rs,
+-- Keys::more_links).
+local function more_links_key(P, label, h)
+  local dkey, field = links_key(P, label, h)
+  return dkey .. ':' .. field
+end
+
+-- All of handle `h`'s links: its d: field, then its own string.
+local function all_links(P, label, h)
+  local dkey, field = links_key(P, label, h)
+  local inline = redis.call('HGET', dkey, field)
+  local more = inline and redis.call('GET', more_links_key(P, label, h))
+  return (inline or '') .. (more or '')
+end
+
 -- The packed fingerprint of an a: list element: the bytes after its 2-byte
 -- length (little-endian), as many as it says (codec.rs, encode_article).
 local function article_packed(a)

@@ -111,15 +111,26 @@ impl Keys {
         format!("{}r:{label}", self.prefix)
     }
 
-    /// HASH root handle → its linked duplicates (`<label>:<handle>` tokens).
+    /// HASH root handle → its linked duplicates (`<label>:<handle>` tokens,
+    /// space-separated), the first [`LINKS_INLINE_BYTES`] or so of them;
+    /// field [`slot`]`(handle)`.
     pub fn links(&self, label: &str, handle: u64) -> String {
         format!("{}d:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
 
-    /// SET of the SimHashes (signed decimal, see
-    /// [`simhash_member`](crate::index::redis::simhash_member)) of the articles
-    /// having the 16-bit value `value` as block number `position` (0-3, most
-    /// significant first). Buckets shaped below [`POSITIONAL_BLOCK_BITS`] share
+    /// STRING of the links of root `handle` beyond those in its [`links`]
+    /// field, each a space then `<label>:<handle>`, appended (`APPEND`).
+    ///
+    /// [`links`]: Keys::links
+    pub fn more_links(&self, label: &str, handle: u64) -> String {
+        format!("{}:{}", self.links(label, handle), slot(handle))
+    }
+
+    /// SET of the handles (in bucket `label`) of the articles having the
+    /// 16-bit value `value` as block number `position` (0-3, most significant
+    /// first): integers, which Redis keeps as an intset (2-4 bytes a member),
+    /// that name articles ([`Keys::articles`]). A deleted article's handle
+    /// stays (its `a:` element is empty) until the bucket expires. Buckets shaped below [`POSITIONAL_BLOCK_BITS`] share
     /// one set among the four positions (`b:L:XXXX`: a quarter of the keys,
     /// which matters when sets are small); larger ones have a set per position
     /// (`b:L:P:XXXX`: a check reads 4× fewer members, the extra keys cost little
@@ -176,10 +187,19 @@ pub const RECENT_STRIDE: usize = 4 + 16 + 4 * RECENT_SKETCH;
 /// sketch (`encode_fingerprint` in `src/index/redis/codec.rs`).
 pub const PACKED_SKETCH_COUNT_AT: usize = 3;
 
+/// Bytes of links a root's field of its `d:` hash holds (three or four
+/// links); further links are appended to the root's own string
+/// ([`Keys::more_links`]). A field is rewritten whole when a link is added:
+/// unbounded, the thousandth copy of a story would rewrite 999 links. At
+/// Redis's default `hash-max-listpack-value` (64) the `d:` hashes stay
+/// compact listpacks, and most roots, which have a few duplicates, need no
+/// key of their own (a key costs about 100 bytes).
+pub const LINKS_INLINE_BYTES: usize = 64;
+
 /// The key layout a bucket is written with (field `l` of its `n:` hash);
 /// a bucket of another layout is refused (`docs/operations.md`, "Upgrading a
 /// namespace").
-pub const LAYOUT: &str = "3";
+pub const LAYOUT: &str = "4";
 
 /// Buckets of this shape or more (sized for more than about 2 M articles:
 /// `128 · 2^14`) have one block set per block position, see [`Keys::block`].
@@ -201,7 +221,8 @@ pub fn lua_constants() -> String {
          local RECENT_SLOTS = {RECENT_SLOTS}\n\
          local RECENT_STRIDE = {RECENT_STRIDE}\n\
          local LAYOUT = '{LAYOUT}'\n\
-         local PACKED_SKETCH_COUNT_AT = {PACKED_SKETCH_COUNT_AT}\n"
+         local PACKED_SKETCH_COUNT_AT = {PACKED_SKETCH_COUNT_AT}\n\
+         local LINKS_INLINE_BYTES = {LINKS_INLINE_BYTES}\n"
     )
 }
 
@@ -343,6 +364,7 @@ mod tests {
         assert_eq!(k.articles("L", 12_345), "simdedup:{news}:a:L:123");
         assert_eq!(k.articles("L", 99), "simdedup:{news}:a:L:0");
         assert_eq!(k.links("L", 100), "simdedup:{news}:d:L:1");
+        assert_eq!(k.more_links("L", 1234), "simdedup:{news}:d:L:12:34");
         assert_eq!(k.recent("L"), "simdedup:{news}:r:L");
         assert_eq!((slot(12_345), slot(99), slot(100)), (45, 99, 0));
         assert_eq!(k.block("L", 14, 2, 0xab), "simdedup:{news}:b:L:00ab");
@@ -371,9 +393,10 @@ mod tests {
         assert!(lua.contains("local HANDLES_PER_CHUNK = 100\n"), "{lua}");
         assert!(lua.contains("local POSITIONAL_BLOCK_BITS = 15\n"), "{lua}");
         assert!(lua.contains("local RECENT_STRIDE = 68\n"), "{lua}");
-        assert!(lua.contains("local LAYOUT = '3'\n"), "{lua}");
+        assert!(lua.contains("local LAYOUT = '4'\n"), "{lua}");
         assert!(lua.contains("local PACKED_SKETCH_COUNT_AT = 3\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 8);
+        assert!(lua.contains("local LINKS_INLINE_BYTES = 64\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 9);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `simdedup inspect`: what the Redis index holds about one article.
+//! `simdedup inspect`: what the Redis index holds about one article, or
+//! which articles have a SimHash block.
 
 use std::time::Duration;
 
@@ -8,8 +9,9 @@ use clap::Args;
 use super::args::RedisCommon;
 use super::fingerprint::fingerprint_json;
 use super::runtime;
-use crate::index::Verdict;
+use crate::index::{BlockHolder, Verdict};
 use crate::settings::{redact_url, IndexKind};
+use crate::simhash::hamming;
 use crate::worker::service;
 use crate::worker::shutdown::ShutdownTrigger;
 use crate::worker::tools;
@@ -17,9 +19,29 @@ use crate::worker::tools;
 #[derive(Args, Debug)]
 pub struct InspectArgs {
     /// Article id. Exit status 1 when the index does not hold it.
-    id: String,
+    #[arg(required_unless_present = "block")]
+    id: Option<String>,
+    /// Instead of one article: the articles of the window one of whose four
+    /// 16-bit SimHash blocks is HEX (4 hex digits, e.g. a8ce), read from the
+    /// block sets, with their ids, verdicts, the positions of the block in
+    /// their SimHash and their SimHash distance to the first one listed.
+    /// Exit status 1 when none has it.
+    #[arg(long, value_name = "HEX", value_parser = parse_block, conflicts_with = "id")]
+    block: Option<u16>,
     #[command(flatten)]
     redis: RedisCommon,
+}
+
+/// A block value: 1 to 4 hex digits.
+fn parse_block(s: &str) -> Result<u16, String> {
+    let digits = s.strip_prefix("0x").unwrap_or(s);
+    if digits.is_empty() || digits.len() > 4 {
+        return Err(format!(
+            "{s:?} is not a 16-bit block: give 4 hex digits, e.g. a8ce"
+        ));
+    }
+    u16::from_str_radix(digits, 16)
+        .map_err(|_| format!("{s:?} is not a 16-bit block: give 4 hex digits, e.g. a8ce"))
 }
 
 pub fn run(args: InspectArgs) -> Result<()> {
@@ -27,7 +49,8 @@ pub fn run(args: InspectArgs) -> Result<()> {
     if s.index == IndexKind::Embedded {
         bail!("`inspect` reads the shared Redis index; an embedded index lives only inside its worker");
     }
-    let (inspection, location) = runtime()?.block_on(async {
+    let rt = runtime()?;
+    let index = rt.block_on(async {
         // A one-shot tool does not wait for Redis: the trigger is dropped at
         // once, and the connection attempt is bounded.
         let (_, shutdown) = ShutdownTrigger::new();
@@ -38,15 +61,25 @@ pub fn run(args: InspectArgs) -> Result<()> {
         .await
         .map_err(|_| anyhow::anyhow!("cannot reach Redis at {}", redact_url(&s.redis_url)))??
         .context("Redis index unavailable")?;
-        let stored = index.locate(&args.id).await?;
-        let inspection = tools::inspect(&index, &args.id, &s.decision).await?;
+        anyhow::Ok(index)
+    })?;
+    let Some(id) = &args.id else {
+        let block = args.block.expect("clap requires an id or --block");
+        let holders = rt.block_on(index.block_holders(block))?;
+        if holders.is_empty() {
+            bail!("no article in the window has SimHash block {block:04x}");
+        }
+        let json = block_json(block, &holders);
+        super::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&json)?))?;
+        return Ok(());
+    };
+    let (inspection, location) = rt.block_on(async {
+        let stored = index.locate(id).await?;
+        let inspection = tools::inspect(&index, id, &s.decision).await?;
         anyhow::Ok((inspection, stored))
     })?;
     let Some(stored) = &inspection.stored else {
-        bail!(
-            "{} is not in the index (never seen, deleted, or outside the window)",
-            args.id
-        );
+        bail!("{id} is not in the index (never seen, deleted, or outside the window)");
     };
     let mut json = serde_json::json!({
         "id": inspection.id,
@@ -66,11 +99,40 @@ pub fn run(args: InspectArgs) -> Result<()> {
     Ok(())
 }
 
+/// The articles having block `block`: each with where it is, its SimHash,
+/// the positions of the block in it, and its distance to the first one.
+fn block_json(block: u16, holders: &[BlockHolder]) -> serde_json::Value {
+    let first = holders.first().map_or(0, |h| h.simhash);
+    let articles: Vec<serde_json::Value> = holders
+        .iter()
+        .map(|h| {
+            let positions: Vec<usize> = (0..4)
+                .filter(|p| (h.simhash >> (48 - 16 * p)) as u16 == block)
+                .collect();
+            let mut json = serde_json::json!({
+                "id": h.id,
+                "bucket": h.bucket,
+                "handle": h.handle,
+                "ts_ms": h.ts_ms,
+                "simhash": format!("{:016x}", h.simhash),
+                "positions": positions,
+                "distance_to_first": hamming(h.simhash, first),
+            });
+            json["verdict"] = verdict_json(&h.verdict);
+            json
+        })
+        .collect();
+    serde_json::json!({ "block": format!("{block:04x}"), "articles": articles })
+}
+
 /// A stored verdict as the output stream words it: `overlap` a share from 0
 /// to 1 (as in `evidence`), not the hundredths the index stores.
 fn verdict_json(verdict: &Verdict) -> serde_json::Value {
     match verdict.duplicate() {
-        None => serde_json::json!({ "verdict": "unique" }),
+        None => match verdict.expands() {
+            Some(expands) => serde_json::json!({ "verdict": "unique", "expands": expands }),
+            None => serde_json::json!({ "verdict": "unique" }),
+        },
         Some(d) => serde_json::json!({
             "verdict": "duplicate",
             "dup_of": d.dup_of,

@@ -19,7 +19,9 @@
 //!
 //! A list and its entries hold their key whole, so a search compares no
 //! article. At most [`LISTED_PER_HASH`] slots are filed per content or sketch
-//! hash. An entry costs 6 bytes (10 for the content hash) and its share of a
+//! hash, and per block with the next one (32 bits of the SimHash): the copies
+//! of a story republished thousands of times share all their keys, and a
+//! check reads the first few of them, not every earlier copy. An entry costs 6 bytes (10 for the content hash) and its share of a
 //! list's spare capacity; a table costs 0.5 MB while empty.
 //!
 //! A removed article is unfiled when its keys are given (the embedded index);
@@ -295,11 +297,16 @@ impl Candidates {
         let Some(keys) = keys else {
             return Ok(slot);
         };
+        // The first LISTED_PER_HASH articles of a key only: of a block with
+        // the next one, as of a content or sketch hash.
         for (p, &b) in keys.blocks.iter().enumerate() {
-            let e = [slot as u16, (slot >> 16) as u16, keys.blocks[(p + 1) % 4]];
-            self.blocks.push(4, p * LISTS + usize::from(b), e);
+            let next = keys.blocks[(p + 1) % 4];
+            let i = p * LISTS + usize::from(b);
+            if self.listed_with(i, next) < LISTED_PER_HASH {
+                self.blocks
+                    .push(4, i, [slot as u16, (slot >> 16) as u16, next]);
+            }
         }
-        // The first LISTED_PER_HASH articles of a hash only.
         let m = content_key(keys.content);
         if self.live_of(self.content.filed(m)).count() < LISTED_PER_HASH {
             self.content.push(slot, m);
@@ -342,6 +349,15 @@ impl Candidates {
             self.free.push(slot);
         }
         true
+    }
+
+    /// The live articles of block list `i` whose next block is `next`, up to
+    /// [`LISTED_PER_HASH`].
+    fn listed_with(&self, i: usize, next: u16) -> usize {
+        let same = self.blocks.get(i).iter().filter(|e| e[2] == next);
+        self.live_of(same.map(slot_of))
+            .take(LISTED_PER_HASH)
+            .count()
     }
 
     /// The live slots among `slots`.
@@ -525,6 +541,35 @@ mod tests {
         // Listed under the content hash, it is found at any distance.
         let f = c.find(&Keys::of(&fp(0, 2, &[9]), 1).unwrap(), 3, 17);
         assert_eq!(f.slots, [0, 1]);
+    }
+
+    #[test]
+    fn copies_of_one_story_are_listed_a_bounded_number_of_times() {
+        let mut c = Candidates::new(false);
+        let copy = fp(0x0123_4567_89ab_cdef, 7, &[1, 2, 3]);
+        for _ in 0..1000 {
+            insert(&mut c, &copy, 3);
+        }
+        // A copy meets the first LISTED_PER_HASH, whichever key it tries.
+        let f = find(&c, &copy, 3, 3);
+        assert_eq!(f.slots, (0..LISTED_PER_HASH as u32).collect::<Vec<_>>());
+        assert_eq!(f.examined, 8 * LISTED_PER_HASH);
+        // A variant one bit off in its second block is listed where its
+        // pair of blocks is new (positions 0 and 1), and nowhere else.
+        let variant = fp(0x0123_4567_89ab_cdef ^ 1 << 32, 8, &[9]);
+        let s = insert(&mut c, &variant, 1);
+        assert!((0..4)
+            .map(|p| c
+                .blocks
+                .get(p * LISTS + usize::from(Keys::of(&variant, 1).unwrap().blocks[p])))
+            .map(|l| l.iter().any(|e| slot_of(e) == s))
+            .eq([true, true, false, false]));
+        // Copies removed make room for later ones.
+        for slot in 0..4 {
+            assert!(c.remove(slot, None));
+        }
+        let later = insert(&mut c, &copy, 3);
+        assert!(find(&c, &copy, 3, 3).slots.contains(&later));
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod embedded;
 pub mod meet;
 pub mod redis;
 
-pub use self::redis::{RedisIndex, RedisIndexOptions};
+pub use self::redis::{BlockHolder, RedisIndex, RedisIndexOptions};
 pub use embedded::EmbeddedIndex;
 
 use std::future::Future;
@@ -27,16 +27,17 @@ use serde::{Deserialize, Serialize};
 use crate::decision::{Decision, Match, Signal};
 use crate::fingerprint::Fingerprint;
 
-/// How many articles one content hash, SimHash or sketch hash lists (per
-/// bucket in Redis, per window in the embedded index): the first 8 to arrive.
+/// How many articles one content hash, sketch hash, or SimHash block with
+/// the block after it lists (per bucket in a worker's view, per window in the
+/// embedded index): the first 8 to arrive.
 ///
-/// Real feeds have hashes that thousands of articles share: a boilerplate
-/// clause ("…新闻客户端讯") in the sampled sketch, a viral article copied
-/// verbatim. Unbounded, each check through such a hash would fetch every
-/// article listed under it, and in Redis a list longer than 64 bytes moves its
-/// hash out of the compact listpack encoding. The first 8 are enough to find a
-/// copy: a later article is still matched through them (and through its other
-/// hashes), it is only not listed itself.
+/// Real feeds have keys that thousands of articles share: a boilerplate
+/// clause ("…新闻客户端讯") in the sampled sketch, a press release copied
+/// verbatim thousands of times in a day. Unbounded, each check through such a
+/// key would fetch every article listed under it, so that a check would cost
+/// more the more often its story was copied before. The first 8 are enough to
+/// find a copy: a later article is still matched through them (and through
+/// its other keys), it is only not listed itself.
 pub const LISTED_PER_HASH: usize = 8;
 
 /// An article as the index sees it.

@@ -33,7 +33,7 @@ mod view;
 
 pub use codec::{
     decode_article, decode_fingerprint, decode_id_value, decode_meta, decode_stored,
-    encode_article, encode_fingerprint, encode_meta, simhash_member, Meta,
+    encode_article, encode_fingerprint, encode_meta, Meta,
 };
 
 use std::sync::{Arc, LazyLock, Mutex};
@@ -262,6 +262,44 @@ impl RedisIndex {
         Ok(v.into_iter().map(|(l, s)| (l, s as i64)).collect())
     }
 
+    /// The live articles one of whose four SimHash blocks is `value`, by the
+    /// block sets (`b:`, [`Keys::block`]): oldest bucket first, in handle
+    /// order in each. A deleted article is left out.
+    pub async fn block_holders(&self, value: u16) -> Result<Vec<BlockHolder>, IndexError> {
+        let keys = &self.inner.keys;
+        let mut conn = self.inner.conn.clone();
+        let mut places = Vec::new();
+        for (label, start) in self.buckets().await? {
+            let shape: Option<u32> = ::redis::cmd("HGET")
+                .arg(keys.counter(&label))
+                .arg("k")
+                .query_async(&mut conn)
+                .await
+                .map_err(backend)?;
+            let Some(shape) = shape else { continue };
+            // The four positions' sets, or the one set they share.
+            let mut union = ::redis::cmd("SUNION");
+            for position in 0..4 {
+                union.arg(keys.block(&label, shape, position, value));
+            }
+            let mut handles: Vec<u64> = union.query_async(&mut conn).await.map_err(backend)?;
+            handles.sort_unstable();
+            places.extend(handles.into_iter().map(|h| (label.clone(), start, h)));
+        }
+        let found = self.fetch(&mut conn, &places).await?;
+        Ok(found
+            .into_iter()
+            .map(|c| BlockHolder {
+                bucket: c.label,
+                handle: c.handle,
+                id: c.meta.id,
+                ts_ms: c.ts_ms,
+                simhash: c.fp.simhash,
+                verdict: c.meta.verdict,
+            })
+            .collect())
+    }
+
     /// Where `id` is stored: its bucket label and handle (to find its keys, see
     /// `docs/redis-keys.md`).
     pub async fn locate(&self, id: &str) -> Result<Option<(String, u64)>, IndexError> {
@@ -315,6 +353,19 @@ impl RedisIndex {
             links,
         }))
     }
+}
+
+/// An article found by one of its SimHash blocks
+/// ([`RedisIndex::block_holders`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockHolder {
+    /// Its bucket's label and its handle there.
+    pub bucket: String,
+    pub handle: u64,
+    pub id: String,
+    pub ts_ms: i64,
+    pub simhash: u64,
+    pub verdict: Verdict,
 }
 
 /// `lua/lookup.lua`'s answer: label, bucket start, `i:` value, `a:` element

@@ -38,6 +38,7 @@ macro_rules! conformance_cases {
         $run!(checks_report_what_they_examined);
         $run!(block_neighbours_beyond_k_need_the_sketch_index);
         $run!(a_hash_lists_only_its_first_articles);
+        $run!(a_story_copied_many_times_costs_each_check_the_same);
     };
 }
 
@@ -460,4 +461,47 @@ pub async fn a_hash_lists_only_its_first_articles<I: Index>(idx: &I) {
             e.fingerprint
         );
     }
+}
+
+/// A story republished many times in a day: every copy is a duplicate of the
+/// first, each check examines no more once `LISTED_PER_HASH` copies are
+/// listed under each of its keys, and the cluster names every copy (its
+/// links outgrow what a root holds inline).
+pub async fn a_story_copied_many_times_costs_each_check_the_same<I: Index>(idx: &I) {
+    use simdedup::index::LISTED_PER_HASH;
+    let t = base();
+    let story = fp(S, 1, &sketch(1, 12));
+    verdict(idx, &entry("first", t, story.clone())).await;
+    let mut examined = Vec::new();
+    for i in 1..=3 * LISTED_PER_HASH {
+        let out = insert(
+            idx,
+            &entry(&format!("copy-{i:02}"), t + i as i64, story.clone()),
+        )
+        .await;
+        let d = out.verdict.duplicate().expect("a copy is a duplicate");
+        assert_eq!(
+            (d.dup_of.as_str(), d.signal),
+            ("first", Signal::Exact),
+            "copy-{i:02}"
+        );
+        examined.push(out.examined);
+    }
+    let listed = examined[LISTED_PER_HASH - 1];
+    assert!(
+        examined[..LISTED_PER_HASH].is_sorted() && examined[0] < listed,
+        "{examined:?}"
+    );
+    assert!(
+        examined[LISTED_PER_HASH..].iter().all(|&e| e == listed),
+        "{examined:?}"
+    );
+    let cluster = idx.cluster("copy-07").await.unwrap().unwrap();
+    assert_eq!(cluster.root, "first");
+    assert_eq!(cluster.duplicates.len(), 3 * LISTED_PER_HASH);
+    assert!(idx.delete("first").await.unwrap());
+    assert_eq!(
+        idx.cluster("copy-07").await.unwrap().unwrap().duplicates,
+        ["copy-07"]
+    );
 }

@@ -364,6 +364,67 @@ fn inspect_has_one_shape_in_hex_and_exits_1_for_an_unknown_id() {
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     assert!(stderr(&out).contains("never-seen is not in the index"));
+
+    // Who has the rewrite's first block: the block sets name the articles.
+    let block = &simhash[..4];
+    let out = simdedup(
+        &[
+            "inspect",
+            "--block",
+            block,
+            "--redis-url",
+            &url,
+            "-n",
+            "ops",
+        ],
+        &[],
+        b"",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["block"], block);
+    let articles = listed["articles"].as_array().unwrap();
+    let rewrite = articles
+        .iter()
+        .find(|a| a["id"] == "zh-1-rewrite")
+        .unwrap_or_else(|| panic!("zh-1-rewrite has block {block}: {listed}"));
+    assert_eq!(rewrite["simhash"], simhash);
+    assert_eq!(rewrite["positions"][0], 0, "{rewrite}");
+    assert_eq!(rewrite["verdict"], shown["verdict"]);
+    assert_eq!(articles[0]["distance_to_first"], 0);
+    for a in articles {
+        let hex = a["simhash"].as_str().unwrap();
+        let at: Vec<usize> = (0..4).filter(|p| &hex[4 * p..4 * p + 4] == block).collect();
+        assert!(
+            !at.is_empty() && a["positions"] == serde_json::json!(at),
+            "{a}"
+        );
+    }
+    // A block nobody has (a namespace without articles): exit status 1.
+    let out = simdedup(
+        &[
+            "inspect",
+            "--block",
+            block,
+            "--redis-url",
+            &url,
+            "-n",
+            "none",
+        ],
+        &[],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&format!(
+        "no article in the window has SimHash block {block}"
+    )));
+    let out = simdedup(
+        &["inspect", "--block", "zz", "--redis-url", &url, "-n", "ops"],
+        &[],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "a bad block is a usage error");
+    assert!(stderr(&out).contains("4 hex digits"), "{}", stderr(&out));
 }
 
 /// An example program's binary, built with the tests by `cargo test`; built

@@ -100,6 +100,66 @@ async fn every_key_carries_a_ttl_within_window_plus_bucket() {
     assert_card_keys_expire(&mut conn, "ttl", idx.bucket_ms());
 }
 
+/// A root's links: in its `d:` field while they fit in `LINKS_INLINE_BYTES`,
+/// then appended to its own string, which expires with the root's bucket and
+/// goes when the root is deleted.
+#[tokio::test]
+async fn a_roots_links_outgrow_its_field_into_a_string_appended_to() {
+    use simdedup::keys::LINKS_INLINE_BYTES;
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "links").await;
+    let t = now_ms();
+    let story = fp(S, 1, &sketch(1, 12));
+    idx.check_and_insert(&entry("root", t, story.clone()))
+        .await
+        .unwrap();
+    for i in 0..40 {
+        let copy = entry(&format!("c{i}"), t, story.clone());
+        assert!(idx
+            .check_and_insert(&copy)
+            .await
+            .unwrap()
+            .verdict
+            .is_duplicate());
+    }
+    let (label, h) = idx.locate("root").await.unwrap().unwrap();
+    let k = idx.keys();
+    let mut c = server.connection();
+    let field = simdedup::keys::slot(h).to_string();
+    let inline: String = redis::cmd("HGET")
+        .arg(k.links(&label, h))
+        .arg(&field)
+        .query(&mut c)
+        .unwrap();
+    let more: String = redis::cmd("GET")
+        .arg(k.more_links(&label, h))
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        inline.len() <= LINKS_INLINE_BYTES && inline.len() + 20 > LINKS_INLINE_BYTES,
+        "{inline}"
+    );
+    let links: Vec<&str> = inline
+        .split(' ')
+        .chain(more.split_ascii_whitespace())
+        .collect();
+    assert_eq!(links.len(), 40, "{inline} | {more}");
+    assert_eq!(links[0], format!("{label}:{}", h + 1));
+    assert_eq!(links[39], format!("{label}:{}", h + 40));
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(k.more_links(&label, h))
+        .query(&mut c)
+        .unwrap();
+    let limit = (idx.bucket_ms() + conformance::WINDOW) / 1000;
+    assert!(ttl > 0 && ttl <= limit, "TTL {ttl}");
+    assert!(idx.delete("root").await.unwrap());
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(k.more_links(&label, h))
+        .query(&mut c)
+        .unwrap();
+    assert!(!exists);
+}
+
 #[tokio::test]
 async fn large_buckets_have_one_block_set_per_position() {
     let server = RedisServer::start();
@@ -576,11 +636,11 @@ async fn key_layout_is_the_documented_one() {
         s(q(&mut c, &["HGET", &k.counter(&label), "r"])),
         (72 * 3_600_000).to_string()
     );
-    // And the key layout it was written with: l = 3.
+    // And the key layout it was written with: l = 4.
     let fields: Vec<String> =
         redis::from_redis_value(q(&mut c, &["HKEYS", &k.counter(&label)])).unwrap();
     assert_eq!(fields, ["n", "k", "r", "l"]);
-    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "3");
+    assert_eq!(s(q(&mut c, &["HGET", &k.counter(&label), "l"])), "4");
     // Handle 1's recent record, as the walkthrough shows its first 24 bytes:
     // 1 + one sketch hash, the id hash's top 24 bits, SimHash, content hash,
     // the sketch hash (little-endian), then zeros to 68 bytes.
@@ -598,17 +658,17 @@ async fn key_layout_is_the_documented_one() {
         (both.len(), both[136], &both[..68]),
         (3 * 68, 1, &[0u8; 68][..])
     );
-    // Block sets hold SimHashes as signed decimals.
+    // Block sets hold the articles' handles.
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 0, 0x0123)])).unwrap();
-    assert_eq!(members, vec!["81985529216486894", "81985529216486895"]);
+    assert_eq!(members, vec!["1", "2"]);
     assert_eq!(
         k.block(&label, 12, 0, 0x0123),
         format!("simdedup:{{news}}:b:{label}:0123")
     );
     let members: Vec<String> =
         redis::from_redis_value(q(&mut c, &["SMEMBERS", &k.block(&label, 12, 3, 0xcdef)])).unwrap();
-    assert_eq!(members, vec!["81985529216486895"]);
+    assert_eq!(members, vec!["1"]);
     let offset = t - idx.bucket_start(t);
     // The a: list of chunk 0: an empty element for handle 0, then handles 1
     // and 2, each its packed fingerprint's length (u16 LE), the packed

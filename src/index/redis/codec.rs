@@ -38,9 +38,6 @@
 //!   known.
 //! - **ids value** (`i:` hash, text): `<simhash, 16 hex>:<handle>`. The Lua
 //!   scripts read the handle at byte 18 of it: keep the SimHash at 16 digits.
-//! - **SimHash as a set member** (`b:` sets): the SimHash as a signed 64-bit
-//!   decimal ([`simhash_member`]), which Redis stores as a plain integer (intset:
-//!   8 bytes).
 
 use crate::decision::Signal;
 use crate::fingerprint::Fingerprint;
@@ -449,13 +446,6 @@ pub fn decode_id_value(bytes: &[u8]) -> Result<(u64, u64), String> {
     Ok((simhash, handle))
 }
 
-/// A SimHash as Redis stores it in the block sets: the
-/// decimal of the same 64 bits read as a signed integer, so Redis keeps it as an
-/// 8-byte integer instead of a string.
-pub fn simhash_member(hash: u64) -> String {
-    (hash as i64).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -624,13 +614,8 @@ mod tests {
     }
 
     #[test]
-    fn id_values_and_members_read_as_written() {
+    fn id_values_read_as_written() {
         assert_eq!(decode_id_value(b"00000000000000ab:17"), Ok((0xab, 17)));
         assert!(decode_id_value(b"00ab").is_err());
-        assert_eq!(simhash_member(0x0123_4567_89ab_cdef), "81985529216486895");
-        assert_eq!(simhash_member(u64::MAX), "-1");
-        for h in [0, 1, u64::MAX, 1 << 63, 0x0123_4567_89ab_cdef] {
-            assert_eq!(simhash_member(h).parse::<i64>().map(|v| v as u64), Ok(h));
-        }
     }
 }

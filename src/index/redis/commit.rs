@@ -3,7 +3,7 @@
 //! [`CommitArgs`] names every argument; [`CommitArgs::argv`] is the one place
 //! that lays them out in the order the script reads them (a test pins it).
 
-use super::codec::{encode_article, encode_fingerprint, encode_recent, simhash_member};
+use super::codec::{encode_article, encode_fingerprint, encode_recent};
 use crate::fingerprint::Fingerprint;
 use crate::index::meet;
 use crate::index::IndexError;
@@ -89,7 +89,6 @@ impl CommitArgs<'_> {
             text(&self.retention_ms.to_string()),
             text(&expire_at.to_string()),
             text(&format!("{:016x}", fp.simhash)),
-            text(&simhash_member(fp.simhash)),
             encode_article(&encode_fingerprint(fp), self.meta),
             text(if keys.is_some() { "1" } else { "0" }),
             text(root),
@@ -214,7 +213,7 @@ mod tests {
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
         assert_eq!(
-            &text[..9],
+            &text[..8],
             [
                 "simdedup:{news}:",
                 "article-1",
@@ -224,15 +223,14 @@ mod tests {
                 "259200000",
                 "1736294400",
                 "0123456789abcdef",
-                "81985529216486895",
             ]
         );
         let mut article = vec![34, 0];
         article.extend(encode_fingerprint(&fp));
         article.extend(b"5|100|d|2|h|1|r");
-        assert_eq!(argv[9], article);
+        assert_eq!(argv[8], article);
         assert_eq!(
-            &text[10..],
+            &text[9..],
             [
                 "1",
                 "r",
@@ -255,16 +253,16 @@ mod tests {
             ]
         );
         let preload = args(&fp, Validate::Nothing).argv();
-        assert_eq!(preload.len(), 19);
-        assert_eq!(preload[16], encode_recent("article-1", &fp));
-        assert_eq!(preload[18], b"-1");
+        assert_eq!(preload.len(), 18);
+        assert_eq!(preload[15], encode_recent("article-1", &fp));
+        assert_eq!(preload[17], b"-1");
         // An empty fingerprint is not indexed and looks nothing up.
         let empty = Fingerprint {
             words: 0,
             ..fp.clone()
         };
         let argv = args(&empty, Validate::Nothing).argv();
-        assert_eq!((&argv[10][..], &argv[14][..]), (&b"0"[..], &b"0"[..]));
+        assert_eq!((&argv[9][..], &argv[13][..]), (&b"0"[..], &b"0"[..]));
     }
 
     #[test]
