@@ -7,7 +7,8 @@
 -- counter) is read back with one GETRANGE: a record shows whether its article
 -- meets this one (src/index/meet.rs).
 -- Returns {"ok", handle} | {"retry", reason} | {"replay"} | {"expired"} |
--- {"layout", label} (a bucket written with another key layout)
+-- {"layout", label} (a bucket written with another key layout) |
+-- {"root_gone"} (the root the verdict names is no longer stored)
 
 local P, id, idhash, label = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local start, retention, expire_at = ARGV[5], ARGV[6], ARGV[7]
@@ -87,6 +88,15 @@ else
     end
   end
 end
+-- A duplicate names its cluster's root, which must still be stored: a
+-- verdict never names a deleted article (nor one whose bucket expired). The
+-- worker decides again without it.
+local l, rh
+if root ~= '' then
+  local _
+  l, _, _, rh = find_id(P, live, root, root_hash, shapes)
+  if not l then return {'root_gone'} end
+end
 local function now_ms() local t = redis.call('TIME'); return t[1] * 1000 + math.floor(t[2] / 1000) end
 -- Past its retention (an old article): decided, stored nowhere. A bucket
 -- found above has not expired: its keys expire at the retention's end.
@@ -148,8 +158,6 @@ end
 -- appended to the root's own string (more_links_key), so that a link costs
 -- the same however often the story was copied before. A key this creates
 -- gets the root bucket's expiry.
-local l, _, _, rh
-if root ~= '' then l, _, _, rh = find_id(P, live, root, root_hash, shapes) end
 if l then
   local key, field = links_key(P, l, rh)
   local link = label .. ':' .. h

@@ -41,7 +41,7 @@ pub enum Rejection {
     },
     #[error("field `id` is empty")]
     EmptyId,
-    #[error("field `id` is {len} bytes, over the {limit}-byte limit")]
+    #[error("field `id` is {len} characters, over the {limit}-character limit")]
     IdTooLong { len: usize, limit: usize },
     #[error("text is {len} bytes, over the {limit}-byte limit (max_text_bytes)")]
     TextTooLarge { len: usize, limit: usize },
@@ -104,8 +104,15 @@ impl Rejection {
     }
 }
 
-/// Ids longer than this are rejected (they are stored in every index key's members).
-pub const MAX_ID_BYTES: usize = 512;
+/// Ids of more characters than this are rejected: an id is stored with its
+/// article, and named by every verdict linked to it. Characters, not bytes,
+/// so that the contract's JSON Schema (`maxLength`) says exactly what the
+/// worker takes.
+pub const MAX_ID_CHARS: usize = 512;
+
+/// The most bytes a valid id takes (4 per character in UTF-8): where a dead
+/// letter or a verdict cuts an id that is too long.
+pub const MAX_ID_BYTES: usize = 4 * MAX_ID_CHARS;
 
 /// Titles longer than this are rejected: a title is carried along, never
 /// fingerprinted, and no headline needs more.
@@ -127,11 +134,15 @@ pub fn validate_id(id: &str) -> Result<(), Rejection> {
     if id.is_empty() {
         return Err(Rejection::EmptyId);
     }
-    if id.len() > MAX_ID_BYTES {
-        return Err(Rejection::IdTooLong {
-            len: id.len(),
-            limit: MAX_ID_BYTES,
-        });
+    // No more than the limit's bytes can hold more characters than the limit.
+    if id.len() > MAX_ID_CHARS {
+        let len = id.chars().count();
+        if len > MAX_ID_CHARS {
+            return Err(Rejection::IdTooLong {
+                len,
+                limit: MAX_ID_CHARS,
+            });
+        }
     }
     Ok(())
 }
@@ -158,12 +169,14 @@ pub fn validate_title_len(len: usize) -> Result<(), Rejection> {
     Ok(())
 }
 
-/// Parse a `ts` given as text (stream fields are strings).
+/// Parse a `ts` given as text (stream fields are strings): a non-negative
+/// decimal integer written plainly, as the contract's schema has it (no
+/// sign, space or leading zero).
 pub fn parse_ts(s: &str) -> Result<i64, Rejection> {
-    s.trim()
-        .parse::<i64>()
-        .ok()
-        .filter(|&t| t >= 0)
+    let plain = s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    plain
+        .then(|| s.parse::<i64>().ok())
+        .flatten()
         .ok_or_else(|| Rejection::BadTimestamp(s.chars().take(40).collect()))
 }
 
@@ -436,6 +449,36 @@ mod tests {
         let err = parse_json_line(b"{\"id\":\"a\",\"text\":\"\xff\"}", 100).unwrap_err();
         assert_eq!(err, Rejection::InvalidUtf8 { valid_up_to: 18 });
         assert!(err.to_string().contains("byte 18"));
+    }
+
+    /// What the contract's schema says (`docs/schema/input.json`): an id of
+    /// 1 to 512 characters whatever their bytes, a `ts` written plainly.
+    #[test]
+    fn ids_count_characters_and_ts_is_a_plain_decimal() {
+        assert_eq!(validate_id(&"新".repeat(MAX_ID_CHARS)), Ok(()));
+        assert_eq!(
+            validate_id(&"新".repeat(MAX_ID_CHARS + 1)),
+            Err(Rejection::IdTooLong {
+                len: MAX_ID_CHARS + 1,
+                limit: MAX_ID_CHARS
+            })
+        );
+        assert!(validate_id(&"i".repeat(MAX_ID_CHARS + 1)).is_err());
+        // The longest valid id, in 4-byte characters.
+        let longest = "𝄞".repeat(MAX_ID_CHARS);
+        assert_eq!(
+            (validate_id(&longest), longest.len()),
+            (Ok(()), MAX_ID_BYTES)
+        );
+        assert_eq!(parse_ts("1767225600000"), Ok(1_767_225_600_000));
+        assert_eq!(parse_ts("0"), Ok(0));
+        for bad in ["+1767225600000", " 5", "5 ", "007", "-1", "", "1e3", "٣"] {
+            assert_eq!(
+                parse_ts(bad).unwrap_err().code(),
+                "bad_timestamp",
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use simdedup::cli::args::{with_setting_defaults, RedisCommon, RedisTarget};
+use simdedup::cli::delete::DeleteArgs;
 use simdedup::cli::demo::DemoArgs;
 use simdedup::cli::eval::EvalArgs;
 use simdedup::cli::explain::ExplainArgs;
@@ -60,8 +61,10 @@ enum Command {
     Produce(ProduceArgs),
     /// Show lag, pending entries and consumers of a namespace.
     Stats(RedisTarget),
-    /// Show what the index holds about an article: fingerprint, verdict, cluster.
+    /// Show what the index holds about an article (fingerprint, verdict, cluster), or which articles have a SimHash block.
     Inspect(InspectArgs),
+    /// Remove articles from the index, as an op=delete entry does: every worker's view forgets them.
+    Delete(DeleteArgs),
     /// Print the effective configuration (file ← environment ← flags), secrets redacted.
     Config(RedisCommon),
 }
@@ -87,6 +90,7 @@ fn main() -> std::process::ExitCode {
         Command::Produce(args) => cli::produce::run(args),
         Command::Stats(args) => cli::stats::run(args),
         Command::Inspect(args) => cli::inspect::run(args),
+        Command::Delete(args) => cli::delete::run(args),
         Command::Config(args) => cli::config::run(args),
     };
     match result {

@@ -1,19 +1,14 @@
 //! `simdedup inspect`: what the Redis index holds about one article, or
 //! which articles have a SimHash block.
 
-use std::time::Duration;
-
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 
 use super::args::RedisCommon;
 use super::fingerprint::fingerprint_json;
-use super::runtime;
+use super::{runtime, shared_index};
 use crate::index::{BlockHolder, Verdict};
-use crate::settings::{redact_url, IndexKind};
 use crate::simhash::hamming;
-use crate::worker::service;
-use crate::worker::shutdown::ShutdownTrigger;
 use crate::worker::tools;
 
 #[derive(Args, Debug)]
@@ -46,23 +41,8 @@ fn parse_block(s: &str) -> Result<u16, String> {
 
 pub fn run(args: InspectArgs) -> Result<()> {
     let s = args.redis.settings()?;
-    if s.index == IndexKind::Embedded {
-        bail!("`inspect` reads the shared Redis index; an embedded index lives only inside its worker");
-    }
     let rt = runtime()?;
-    let index = rt.block_on(async {
-        // A one-shot tool does not wait for Redis: the trigger is dropped at
-        // once, and the connection attempt is bounded.
-        let (_, shutdown) = ShutdownTrigger::new();
-        let index = tokio::time::timeout(
-            Duration::from_millis(s.worker.command_timeout_ms.max(1000) * 2),
-            service::connect_redis_index(&s, shutdown),
-        )
-        .await
-        .map_err(|_| anyhow::anyhow!("cannot reach Redis at {}", redact_url(&s.redis_url)))??
-        .context("Redis index unavailable")?;
-        anyhow::Ok(index)
-    })?;
+    let index = rt.block_on(shared_index(&s, "inspect"))?;
     let Some(id) = &args.id else {
         let block = args.block.expect("clap requires an id or --block");
         let holders = rt.block_on(index.block_holders(block))?;

@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod config;
+pub mod delete;
 pub mod demo;
 pub mod eval;
 pub mod explain;
@@ -139,4 +140,30 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
             "'{s}' is not a rate: give articles per second, a number above 0 (e.g. 1000)"
         )),
     }
+}
+
+/// The shared Redis index of the settings' namespace, for the one-shot
+/// command `command`: the connection attempt is bounded, and a process
+/// configured for the embedded index is told that there is nothing to read.
+pub(crate) async fn shared_index(s: &Settings, command: &str) -> Result<crate::index::RedisIndex> {
+    if s.index == crate::settings::IndexKind::Embedded {
+        anyhow::bail!(
+            "`{command}` works on the shared Redis index; an embedded index lives only inside its worker"
+        );
+    }
+    // A one-shot tool does not wait for Redis: the trigger is dropped at
+    // once.
+    let (_, shutdown) = crate::worker::shutdown::ShutdownTrigger::new();
+    tokio::time::timeout(
+        std::time::Duration::from_millis(s.worker.command_timeout_ms.max(1000) * 2),
+        crate::worker::service::connect_redis_index(s, shutdown),
+    )
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "cannot reach Redis at {}",
+            crate::settings::redact_url(&s.redis_url)
+        )
+    })??
+    .context("Redis index unavailable")
 }

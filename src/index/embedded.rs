@@ -209,9 +209,12 @@ impl State {
             .filter_map(|&s| self.rows[s as usize].as_ref())
             .map(|r| CandidateView::of(&r.id, &r.fingerprint, r.ts_ms));
         let decision = decide(&entry.fingerprint, entry.ts_ms, candidates, cfg);
+        // The match's root, while it is stored: a verdict never names a
+        // deleted (or expired) article; the match stands for its cluster then.
         let root = decision.matched.as_ref().and_then(|m| {
             let row = self.rows[*self.ids.get(&m.id)? as usize].as_ref()?;
-            row.verdict.duplicate().map(|d| d.dup_of.clone())
+            let root = &row.verdict.duplicate()?.dup_of;
+            self.ids.contains_key(root).then(|| root.clone())
         });
         (Verdict::from_decision(decision, root.as_deref()), examined)
     }

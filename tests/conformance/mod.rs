@@ -39,6 +39,7 @@ macro_rules! conformance_cases {
         $run!(block_neighbours_beyond_k_need_the_sketch_index);
         $run!(a_hash_lists_only_its_first_articles);
         $run!(a_story_copied_many_times_costs_each_check_the_same);
+        $run!(a_deleted_root_is_never_named);
     };
 }
 
@@ -503,5 +504,40 @@ pub async fn a_story_copied_many_times_costs_each_check_the_same<I: Index>(idx: 
     assert_eq!(
         idx.cluster("copy-07").await.unwrap().unwrap().duplicates,
         ["copy-07"]
+    );
+}
+
+/// A verdict never names a deleted article: a copy matching a duplicate whose
+/// root was deleted names that duplicate, which stands for its cluster; one
+/// matching the deleted article's own text finds only what is still stored.
+pub async fn a_deleted_root_is_never_named<I: Index>(idx: &I) {
+    let t = base();
+    verdict(idx, &entry("root", t, fp(S, 1, &[]))).await;
+    // 3 bits from the root, 3 more from the reworded copy: a chain.
+    verdict(idx, &entry("reworded", t + 1, fp(S ^ 0b111, 2, &[]))).await;
+    assert!(idx.delete("root").await.unwrap());
+    let far = S ^ 0b111 ^ 0b111_000;
+    assert_eq!(
+        verdict(idx, &entry("again", t + 2, fp(far, 3, &[]))).await,
+        dup("reworded", "reworded", 3, Signal::Simhash, 0)
+    );
+    // The root's own text again: it meets the reworded copy, not the root.
+    assert_eq!(
+        verdict(idx, &entry("root-again", t + 3, fp(S, 4, &[]))).await,
+        dup("reworded", "reworded", 3, Signal::Simhash, 0)
+    );
+    // A query answers as a check would.
+    let q = idx
+        .query(&entry("q", t + 4, fp(S ^ 1, 5, &[])))
+        .await
+        .unwrap();
+    let d = q
+        .verdict
+        .duplicate()
+        .expect("a query of a copy is a duplicate");
+    assert_ne!(d.dup_of, "root", "{q:?}");
+    assert_eq!(
+        idx.cluster("again").await.unwrap().unwrap().root,
+        "reworded"
     );
 }

@@ -425,6 +425,24 @@ fn inspect_has_one_shape_in_hex_and_exits_1_for_an_unknown_id() {
     );
     assert_eq!(out.status.code(), Some(2), "a bad block is a usage error");
     assert!(stderr(&out).contains("4 hex digits"), "{}", stderr(&out));
+
+    // `delete` removes what the index holds; a second time, nothing is there.
+    let redis = ["--redis-url", url.as_str(), "-n", "ops"];
+    let run = |args: &[&str]| simdedup(&[args, &redis[..]].concat(), &[], b"");
+    let out = run(&["delete", "zh-1-rewrite"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "deleted zh-1-rewrite\n"
+    );
+    assert_eq!(run(&["inspect", "zh-1-rewrite"]).status.code(), Some(1));
+    let out = run(&["delete", "zh-1-rewrite", "never-seen"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not in the index (never seen, deleted, or outside the window): zh-1-rewrite, never-seen"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// An example program's binary, built with the tests by `cargo test`; built

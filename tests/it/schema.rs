@@ -98,3 +98,55 @@ fn dead_and_input_schemas_reject_what_breaks_the_contract() {
         );
     }
 }
+
+#[test]
+fn each_schema_is_usable_alone_and_shares_the_outputs_definitions() {
+    let shared = worker_common::contract::shared_definitions();
+    assert!(
+        shared.contains(&("dead.json", "code".to_owned())),
+        "{shared:?}"
+    );
+    assert!(
+        shared.contains(&("input.json", "count".to_owned())),
+        "{shared:?}"
+    );
+}
+
+/// The input schema takes exactly what the worker takes: an id of up to 512
+/// characters whatever their bytes, a `ts` written plainly.
+#[test]
+fn the_input_schema_and_the_worker_agree_on_ids_and_times() {
+    use simdedup::article::{parse_ts, validate_id, MAX_ID_CHARS};
+    let c = contract();
+    let takes = |id: &str, ts: &str| {
+        c.violations(
+            Role::Input,
+            &entry(&[("id", id), ("text", "t"), ("ts", ts)]),
+        )
+        .is_empty()
+    };
+    for id in [
+        "新".repeat(200),
+        "新".repeat(MAX_ID_CHARS),
+        "𝄞".repeat(MAX_ID_CHARS + 1),
+        "i".repeat(MAX_ID_CHARS + 1),
+    ] {
+        assert_eq!(
+            takes(&id, "1"),
+            validate_id(&id).is_ok(),
+            "{} chars",
+            id.chars().count()
+        );
+    }
+    for ts in [
+        "1767225600000",
+        "0",
+        "+1767225600000",
+        "007",
+        " 5",
+        "-1",
+        "1.5",
+    ] {
+        assert_eq!(takes("a", ts), parse_ts(ts).is_ok(), "{ts:?}");
+    }
+}

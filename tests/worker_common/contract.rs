@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use jsonschema::{Resource, Validator};
+use jsonschema::Validator;
 use serde_json::Value;
 
 const OUTPUT: &str = include_str!("../../docs/schema/output.json");
@@ -28,16 +28,37 @@ fn parse(name: &str, text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("docs/schema/{name} is not JSON: {e}"))
 }
 
-/// Compile `schema`; the output schema is registered by its `$id` because the
-/// other two refer to its `$defs` (each rule of the contract written once).
-fn compile(name: &str, schema: &Value, output: &Value) -> Validator {
-    let id = output["$id"].as_str().expect("output.json has an $id");
-    let resource = Resource::from_contents(output.clone())
-        .unwrap_or_else(|e| panic!("docs/schema/output.json as a resource: {e}"));
-    jsonschema::options()
-        .with_resource(id, resource)
-        .build(schema)
-        .unwrap_or_else(|e| panic!("docs/schema/{name} does not compile: {e}"))
+/// Compile `schema` alone, as a consumer's `jsonschema.validate` would: each
+/// file carries the definitions it uses (copies of `output.json`'s, held
+/// equal by [`shared_definitions`]).
+fn compile(name: &str, schema: &Value) -> Validator {
+    jsonschema::validator_for(schema)
+        .unwrap_or_else(|e| panic!("docs/schema/{name} does not compile alone: {e}"))
+}
+
+/// The `$defs` that `input.json` and `dead.json` carry, each equal to
+/// `output.json`'s of the same name (a rejection code added to one and not
+/// the others fails here): `(file, definition)` pairs.
+pub fn shared_definitions() -> Vec<(&'static str, String)> {
+    let output = parse("output.json", OUTPUT);
+    let mut shared = Vec::new();
+    for (name, text) in [("input.json", INPUT), ("dead.json", DEAD)] {
+        let schema = parse(name, text);
+        let defs = schema["$defs"].as_object().cloned().unwrap_or_default();
+        for (def, value) in defs {
+            assert_eq!(
+                Some(&value),
+                output["$defs"].get(&def),
+                "docs/schema/{name}: $defs/{def} differs from output.json's"
+            );
+            shared.push((name, def));
+        }
+        assert!(
+            text.matches("\"$ref\": \"").count() == text.matches("\"$ref\": \"#").count(),
+            "docs/schema/{name} refers to another file: it must be usable alone"
+        );
+    }
+    shared
 }
 
 pub fn contract() -> &'static Contract {
@@ -51,10 +72,10 @@ pub fn contract() -> &'static Contract {
             .cloned()
             .collect();
         Contract {
-            output: compile("output.json", &output, &output),
+            output: compile("output.json", &output),
             output_fields,
-            dead: compile("dead.json", &parse("dead.json", DEAD), &output),
-            input: compile("input.json", &parse("input.json", INPUT), &output),
+            dead: compile("dead.json", &parse("dead.json", DEAD)),
+            input: compile("input.json", &parse("input.json", INPUT)),
         }
     })
 }

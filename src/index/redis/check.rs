@@ -47,6 +47,9 @@ impl RedisIndex {
         let mut conn = inner.conn.clone();
         let mut examined = 0u32;
         let mut must = false;
+        // Roots found no longer stored (deleted, or expired): a verdict
+        // names none of them.
+        let mut gone: Vec<String> = Vec::new();
         if !write {
             // A query has no commit to find the id stored: look first.
             if let Some(stored) = self.lookup(&mut conn, &entry.id).await? {
@@ -77,8 +80,15 @@ impl RedisIndex {
                 (probe, copy.forgets)
             };
             let cands = self.fetch(&mut conn, &probe.found).await?;
-            let verdict = verdict_among(entry, cands.iter().collect(), cfg);
+            let verdict = verdict_among(entry, cands.iter().collect(), cfg, &gone);
             if !write {
+                // A query has no commit to find its root gone: look.
+                if let Some(d) = verdict.duplicate().filter(|d| d.dup_of != d.matched) {
+                    if self.lookup(&mut conn, &d.dup_of).await?.is_none() {
+                        gone.push(d.dup_of.clone());
+                        continue;
+                    }
+                }
                 return Ok(Outcome {
                     verdict,
                     replayed: false,
@@ -124,6 +134,11 @@ impl RedisIndex {
                             examined: 0,
                         });
                     }
+                }
+                Committed::RootGone => {
+                    let root = args.root.unwrap_or_default();
+                    tracing::debug!(id = %entry.id, %root, "root no longer stored: deciding again");
+                    gone.push(root.to_owned());
                 }
                 Committed::Retry(why) => {
                     tracing::trace!(id = %entry.id, %why, "commit conflict: catching up");
@@ -274,11 +289,19 @@ impl RedisIndex {
 
 /// The verdict on `entry` among `cands` (any order, repeats allowed), as the
 /// embedded index gives it: [`decide`] over them in (bucket, handle) order,
-/// and a duplicate linked to its match's root.
-fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Candidate>, cfg: &DecisionConfig) -> Verdict {
+/// and a duplicate linked to its match's root. `gone`: articles found no
+/// longer stored, neither candidates nor roots (a duplicate whose match's
+/// root is gone names its match).
+fn verdict_among(
+    entry: &IndexEntry,
+    mut cands: Vec<&Candidate>,
+    cfg: &DecisionConfig,
+    gone: &[String],
+) -> Verdict {
     if entry.fingerprint.is_empty() {
         return Verdict::UNIQUE;
     }
+    cands.retain(|c| !gone.contains(&c.meta.id));
     cands.sort_unstable_by(|a, b| (&a.label, a.handle).cmp(&(&b.label, b.handle)));
     cands.dedup_by(|a, b| a.label == b.label && a.handle == b.handle);
     let views = cands
@@ -287,7 +310,8 @@ fn verdict_among(entry: &IndexEntry, mut cands: Vec<&Candidate>, cfg: &DecisionC
     let decision = decide(&entry.fingerprint, entry.ts_ms, views, cfg);
     let root = decision.matched.as_ref().and_then(|m| {
         let c = cands.iter().find(|c| c.meta.id == m.id)?;
-        c.meta.verdict.duplicate().map(|d| d.dup_of.clone())
+        let root = &c.meta.verdict.duplicate()?.dup_of;
+        (!gone.contains(root)).then(|| root.clone())
     });
     Verdict::from_decision(decision, root.as_deref())
 }

@@ -128,6 +128,9 @@ pub(super) enum Committed {
     Expired,
     /// The id is stored already.
     Replay,
+    /// The root the verdict names is no longer stored (deleted, or its
+    /// bucket expired): decide again without it.
+    RootGone,
     /// Something inserted since the view can change the decision, or Redis
     /// holds another history than the view (the reason).
     Retry(String),
@@ -141,6 +144,7 @@ pub(super) fn parse_reply(reply: Vec<String>, prefix: &str) -> Result<Committed,
         (Some("ok"), Some(handle)) => Committed::Ok(handle.parse().map_err(|_| bad())?),
         (Some("expired"), _) => Committed::Expired,
         (Some("replay"), _) => Committed::Replay,
+        (Some("root_gone"), _) => Committed::RootGone,
         (Some("retry"), why) => Committed::Retry(why.unwrap_or_default().to_owned()),
         (Some("layout"), label) => return Err(old_layout(prefix, label.unwrap_or_default())),
         _ => return Err(bad()),
