@@ -12,8 +12,13 @@
 -- promoted without the last writes): it is loaded again (view.rs, follow).
 local P, after, count = ARGV[1], ARGV[2], ARGV[3]
 local history = P .. 'history'
-redis.call('SET', history, ARGV[4], 'NX', 'PX', ARGV[5])
+-- Written only when missing, so that a read-only user (simdedup inspect)
+-- can catch up on a namespace a worker has written.
 local token = redis.call('GET', history)
+if not token then
+  redis.call('SET', history, ARGV[4], 'PX', ARGV[5])
+  token = ARGV[4]
+end
 local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)') or ''
 local live = redis.call('ZRANGE', KEYS[1], '0', '-1', 'WITHSCORES')
 local buckets = {}

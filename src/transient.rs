@@ -38,6 +38,20 @@ pub fn is_transient(e: &RedisError) -> bool {
         || e.code().is_some_and(|c| TRANSIENT_CODES.contains(&c))
 }
 
+/// Whether `e` is a command the user's ACL refuses: `NOPERM`, or the error
+/// a script gets when it calls such a command ("The user executing the
+/// script can't run this command"). It stays refused until an operator
+/// changes the ACL: never transient.
+pub fn is_refused_by_acl(e: &RedisError) -> bool {
+    e.code() == Some("NOPERM")
+        || e.detail()
+            .is_some_and(|d| d.contains("The user executing the script can't run this command"))
+}
+
+/// What to do about an ACL refusal: the user's role and where its ACL is.
+pub const ACL_ADVICE: &str =
+    "give the user the ACL of its role in docs/redis-keys.md (\"ACL per role\")";
+
 /// A short name for the kind of a transient error, for `/readyz` and logs:
 /// the server's code (`OOM`, `LOADING`, ...) or `unreachable`.
 pub fn reason(e: &RedisError) -> &'static str {
@@ -129,6 +143,23 @@ mod tests {
         }
         let shape = RedisError::from((ErrorKind::UnexpectedReturnType, "reply"));
         assert!(!is_transient(&shape));
+    }
+
+    /// What Redis 7.0 answers when the ACL refuses a command, called
+    /// directly or from a script.
+    #[test]
+    fn an_acl_refusal_is_told_apart() {
+        let direct = server_error("NOPERM");
+        let scripted = redis::parse_redis_value(
+            b"-ERR The user executing the script can't run this command or subcommand script: 702b, on @user_script:165.\r\n",
+        )
+        .and_then(|v| v.extract_error())
+        .expect_err("an error reply");
+        for e in [&direct, &scripted] {
+            assert!(is_refused_by_acl(e) && !is_transient(e), "{e:?}");
+        }
+        assert!(!is_refused_by_acl(&server_error("ERR")));
+        assert!(!is_refused_by_acl(&server_error("NOAUTH")));
     }
 
     /// Delays grow from 25 ms to the bound and stay there, with jitter of up

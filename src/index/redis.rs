@@ -156,6 +156,12 @@ impl std::fmt::Debug for RedisIndex {
 }
 
 fn backend(e: ::redis::RedisError) -> IndexError {
+    if crate::transient::is_refused_by_acl(&e) {
+        return IndexError::Config(format!(
+            "Redis refused a command ({e}): {}",
+            crate::transient::ACL_ADVICE
+        ));
+    }
     let reason = crate::settings::with_connection_advice(&e);
     if crate::transient::is_transient(&e) {
         IndexError::Unavailable {

@@ -277,6 +277,10 @@ pub enum WorkerError {
     Version(#[from] StampError),
     #[error("Redis: {0}")]
     Redis(#[from] RedisError),
+    /// Redis refused a command by the user's ACL: it stays refused until an
+    /// operator changes the ACL, so the worker stops and says which.
+    #[error("Redis refused a command the worker needs ({0}): {ACL_ADVICE}", ACL_ADVICE = transient::ACL_ADVICE)]
+    Permission(RedisError),
     #[error("HTTP listener: {0}")]
     Http(#[from] std::io::Error),
     #[error("could not start the fingerprinting threads: {0}")]
@@ -477,6 +481,12 @@ impl<I: Index + 'static> Worker<I> {
             match r {
                 Ok(Err(refused)) => return Err(refused.into()),
                 Ok(Ok(_)) => break,
+                Err(e) if transient::is_refused_by_acl(&e) => {
+                    return Err(WorkerError::Permission(e))
+                }
+                // Anything else but a server that cannot serve yet is a
+                // fault no retry mends.
+                Err(e) if !transient::is_transient(&e) => return Err(e.into()),
                 Err(e) => {
                     self.note_error(&e, "preparing the consumer group");
                     tokio::select! {
@@ -505,6 +515,8 @@ impl<I: Index + 'static> Worker<I> {
         let mut read_history = true;
         // New entries read, for the bound on order across workers.
         let mut read_log = ReadLog::new(cfg.order_slack);
+        // A read the user's ACL refuses: the worker winds down and says so.
+        let mut refused: Option<RedisError> = None;
         // Since when the reader waits for an entry pending elsewhere.
         let mut waiting_since: Option<Instant> = None;
         let mut next_claim = Instant::now();
@@ -595,6 +607,11 @@ impl<I: Index + 'static> Worker<I> {
                     trouble = None;
                     backoff = Backoff::new(Duration::from_millis(cfg.backoff_max_ms));
                     entries
+                }
+                Err(e) if transient::is_refused_by_acl(&e) => {
+                    drop((held, takeover_hold));
+                    refused = Some(e);
+                    break;
                 }
                 Err(e) => {
                     if transient::is_transient(&e) {
@@ -720,7 +737,10 @@ impl<I: Index + 'static> Worker<I> {
             left_pending = summary.abandoned,
             "worker stopped"
         );
-        Ok(summary)
+        match refused {
+            Some(e) => Err(WorkerError::Permission(e)),
+            None => Ok(summary),
+        }
     }
 
     fn note_error(&self, e: &RedisError, what: &str) {

@@ -129,12 +129,16 @@ impl Drop for Worker {
 }
 
 fn spawn_worker(server: &RedisServer, http_addr: &str, extra: &[&str]) -> Worker {
+    spawn_worker_at(&server.url(), "ops", http_addr, extra)
+}
+
+fn spawn_worker_at(url: &str, ns: &str, http_addr: &str, extra: &[&str]) -> Worker {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_simdedup"));
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("SIMDEDUP_")) {
         cmd.env_remove(k);
     }
     let child = cmd
-        .args(["worker", "--redis-url", &server.url(), "-n", "ops"])
+        .args(["worker", "--redis-url", url, "-n", ns])
         .args(["--http-addr", http_addr, "--block-ms", "100"])
         .args(extra)
         .stdout(Stdio::null())
@@ -555,5 +559,70 @@ fn the_stated_rust_version_is_that_of_the_locked_graph() {
     assert!(
         readme.contains(&format!("Rust ({said}+)")),
         "README must say Rust ({said}+)"
+    );
+}
+
+/// Each role runs under exactly the user docs/redis-keys.md writes for it
+/// ("ACL per role"), on namespace `news`: a worker decides what a producer
+/// sent, and `inspect` and `stats` read it, while the reader may not delete.
+/// A worker whose user lacks a command stops at once, naming it and the
+/// section, instead of retrying forever.
+#[test]
+fn every_role_runs_under_its_documented_acl() {
+    let server = RedisServer::start();
+    let worker = crate::support::documented_acl_user(&server, "simdedup-worker");
+    let producer = crate::support::documented_acl_user(&server, "simdedup-producer");
+    let reader = crate::support::documented_acl_user(&server, "simdedup-reader");
+    let _w = spawn_worker_at(&worker, "news", "", &[]);
+    let with = |url: &str, args: &[&str]| {
+        simdedup(
+            &[args, &["--redis-url", url, "-n", "news"][..]].concat(),
+            &[],
+            b"",
+        )
+    };
+    let out = with(
+        &producer,
+        &[
+            "produce",
+            "examples/articles.jsonl",
+            "--no-progress",
+            "--wait-replicas",
+            "0",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut admin = server.connection();
+    wait_until("every article answered", Duration::from_secs(60), || {
+        redis::cmd("XLEN")
+            .arg("simdedup:{news}:out")
+            .query::<u64>(&mut admin)
+            .unwrap()
+            >= 10
+    });
+    let out = with(&reader, &["inspect", "zh-1-repost"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"zh-1-repost\""));
+    let out = with(&reader, &["stats"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = with(&reader, &["delete", "zh-1-repost"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("ACL per role"), "{}", stderr(&out));
+
+    // The worker's user without one stream command: refused at start.
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("simdedup-worker")
+        .arg("-xgroup|create")
+        .query(&mut admin)
+        .unwrap();
+    let mut w = spawn_worker_at(&worker, "news", "", &[]);
+    let (status, err) = wait_for_exit(&mut w);
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("Redis refused a command the worker needs")
+            && err.contains("xgroup|create")
+            && err.contains("ACL per role"),
+        "{err}"
     );
 }

@@ -488,3 +488,32 @@ pub fn wait_for(mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Create on `server` the user `user` exactly as docs/redis-keys.md ("ACL per
+/// role") writes it (password `SECRET`), read from the document itself; the
+/// URL to connect as that user.
+pub fn documented_acl_user(server: &RedisServer, user: &str) -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/redis-keys.md"))
+        .unwrap();
+    let section = &doc[doc.find("## ACL per role").expect("the ACL section")..];
+    let block = section
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .find(|b| b.contains(&format!("SETUSER {user} ")))
+        .unwrap_or_else(|| panic!("no ACL SETUSER {user} block in docs/redis-keys.md"));
+    let rule: Vec<String> = block
+        .replace('\\', " ")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert_eq!(rule[..3], ["ACL", "SETUSER", user]);
+    let mut acl = redis::cmd(&rule[0]);
+    for arg in &rule[1..] {
+        acl.arg(arg);
+    }
+    let _: () = acl.query(&mut server.connection()).unwrap();
+    server
+        .url()
+        .replacen("redis://", &format!("redis://{user}:SECRET@"), 1)
+}
