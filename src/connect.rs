@@ -34,7 +34,7 @@ use redis::{
     RedisResult, ServerErrorKind, TlsMode, Value,
 };
 
-use crate::settings::{percent_decode, redact_url, scrub};
+use crate::redact::{percent_decode, redact_url, scrub};
 use crate::transient::is_transient;
 
 /// Why no connection could be opened.
@@ -673,6 +673,25 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc % 16384
 }
 
+/// What to do about a failed Redis connection, judged from the error's text, when
+/// there is something specific to say (today: TLS certificates on `rediss://`).
+pub fn connection_advice(error: &str) -> Option<&'static str> {
+    let e = error.to_ascii_lowercase();
+    (e.contains("certificate") || e.contains("unknownissuer")).then_some(
+        "the server's TLS certificate is not trusted: set SSL_CERT_FILE to a PEM \
+         file with the CA that signed it",
+    )
+}
+
+/// `error`, followed by [`connection_advice`] when there is any.
+pub fn with_connection_advice(error: impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    match connection_advice(&text) {
+        Some(advice) => format!("{text} (hint: {advice})"),
+        None => text,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,5 +772,19 @@ mod tests {
             "WRONGTYPE",
         ));
         assert!(!is_transient(&wrong));
+    }
+
+    #[test]
+    fn a_sentinel_url_that_fails_to_parse_does_not_echo_its_password() {
+        for (url, secrets) in crate::redact::tests::SECRET_URLS {
+            if let Err(e) = validate_url(url) {
+                for secret in *secrets {
+                    assert!(!e.contains(secret), "{url}: {e}");
+                }
+            }
+        }
+        let e = validate_url("redis+sentinel://app:DataPW@:26379/m").unwrap_err();
+        assert!(e.contains("empty sentinel host"), "{e}");
+        assert!(!e.contains("DataPW"), "{e}");
     }
 }

@@ -30,6 +30,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
+pub use crate::shingles::shared_count;
 use crate::shingles::{shares, Shares};
 use crate::simhash::hamming;
 
@@ -298,23 +299,6 @@ pub fn hundredths(share: f64) -> u8 {
 /// Hundredths as the share they are: `83` → `0.83`, `100` → `1.00`.
 pub fn hundredths_text(h: u8) -> String {
     format!("{}.{:02}", h / 100, h % 100)
-}
-
-/// Number of values present in both sorted slices.
-pub fn shared_count<T: Ord>(a: &[T], b: &[T]) -> usize {
-    let (mut i, mut j, mut n) = (0, 0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                n += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    n
 }
 
 /// How far two number sketches agree (resemblance or containment either way,

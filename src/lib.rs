@@ -18,7 +18,8 @@
 //!   idempotent check-and-insert, query, delete, get, cluster) and the in-process
 //!   [`EmbeddedIndex`](index::EmbeddedIndex).
 //! - **Redis**: [`connect`] opens one connection to a node, a Redis Cluster or
-//!   the primary its sentinels name; [`transient`] says which Redis errors are
+//!   the primary its sentinels name ([`redact`] keeps the passwords of its
+//!   URLs out of everything shown); [`transient`] says which Redis errors are
 //!   worth waiting out; [`keys`] names every Redis key of a namespace;
 //!   [`version_stamp`] keeps a namespace to one fingerprint version.
 //! - **Running**: [`article`] turns input into articles or specific rejections;
@@ -54,6 +55,7 @@ pub mod keys;
 pub mod normalize;
 #[cfg(test)]
 mod random_text;
+pub mod redact;
 pub mod redis_server;
 pub mod scan;
 pub mod settings;

@@ -339,7 +339,7 @@ pub fn shares(b: &[u16], a: &[u16]) -> Shares {
             ..Shares::default()
         };
     }
-    let shared = crate::decision::shared_count(a, b) as f64;
+    let shared = shared_count(a, b) as f64;
     Shares {
         b_in_a: shared / b.len() as f64,
         a_in_b: shared / a.len() as f64,
@@ -347,6 +347,23 @@ pub fn shares(b: &[u16], a: &[u16]) -> Shares {
         b_sample: b.len(),
         a_sample: a.len(),
     }
+}
+
+/// Number of values present in both sorted slices.
+pub fn shared_count<T: Ord>(a: &[T], b: &[T]) -> usize {
+    let (mut i, mut j, mut n) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                n += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    n
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::simhash::hash_bytes;
-use crate::tokenize::{is_han, is_word_char};
+use crate::tokenize::{is_ascii_white_space, is_han, is_word_char};
 
 /// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
 fn ends_sentence(c: char) -> bool {
@@ -255,12 +255,6 @@ const KEY_BYTE: [u8; 256] = {
     }
     table
 };
-
-/// `char::is_whitespace` for an ASCII byte.
-#[inline]
-pub(crate) fn is_ascii_white_space(b: u8) -> bool {
-    matches!(b, b'\t'..=b'\r' | b' ')
-}
 
 /// The unit being read: where its key starts in the key buffer, the key's
 /// length in characters, and whether it has a non-whitespace character

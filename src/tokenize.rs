@@ -13,10 +13,15 @@ use rustc_hash::FxHashSet;
 use unicode_segmentation::UnicodeSegmentation;
 
 use crate::dictionary::Dictionary;
-use crate::signature::is_ascii_white_space;
 
 const ZH_STOP_WORDS: &str = include_str!("stopwords/zh.txt");
 const EN_STOP_WORDS: &str = include_str!("stopwords/en.txt");
+
+/// `char::is_whitespace` for an ASCII byte.
+#[inline]
+pub(crate) fn is_ascii_white_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
+}
 
 /// Is `c` a Han ideograph (the script jieba segments)?
 pub fn is_han(c: char) -> bool {

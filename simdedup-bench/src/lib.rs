@@ -315,7 +315,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
                 options,
                 &format!(
                     "end to end on {} (emptied before each run); worker logs in {}",
-                    simdedup::settings::redact_url(&url),
+                    simdedup::redact::redact_url(&url),
                     dir.display()
                 ),
             );

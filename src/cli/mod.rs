@@ -26,8 +26,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::connect::with_connection_advice;
 use crate::connect::{Conn, ConnectOptions};
-use crate::settings::{with_connection_advice, Settings};
+use crate::settings::Settings;
 
 /// The log format on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -162,7 +163,7 @@ pub(crate) async fn shared_index(s: &Settings, command: &str) -> Result<crate::i
     .map_err(|_| {
         anyhow::anyhow!(
             "cannot reach Redis at {}",
-            crate::settings::redact_url(&s.redis_url)
+            crate::redact::redact_url(&s.redis_url)
         )
     })??
     .context("Redis index unavailable")

@@ -194,7 +194,7 @@ impl From<crate::connect::ConnectError> for IndexError {
         match e {
             ConnectError::Config { .. } => IndexError::Config(e.to_string()),
             ConnectError::Unavailable { .. } => IndexError::Unavailable {
-                reason: crate::settings::with_connection_advice(&e),
+                reason: crate::connect::with_connection_advice(&e),
                 source: match e {
                     ConnectError::Unavailable { source, .. } => Some(source),
                     ConnectError::Config { .. } => None,

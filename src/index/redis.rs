@@ -162,7 +162,7 @@ fn backend(e: ::redis::RedisError) -> IndexError {
             crate::transient::ACL_ADVICE
         ));
     }
-    let reason = crate::settings::with_connection_advice(&e);
+    let reason = crate::connect::with_connection_advice(&e);
     if crate::transient::is_transient(&e) {
         IndexError::Unavailable {
             reason,
