@@ -18,30 +18,37 @@ local default_shape, S, empty, record = ARGV[13], tonumber(ARGV[14]), ARGV[15], 
 local token = ARGV[17]
 local FIRST_BUCKET = 18
 local packed = article_packed(article)
--- The keys, as bytes at their offsets in a record: the id hash (1), the four
--- blocks (key t at 2t: a block meets only at its own position), the content
--- hash (12), then the S lookup sketch hashes (20 on; key 6 + s is list s + 1
--- among the full-list flags); built at once.
+-- The keys, as bytes at their offsets in a record (RECENT_* in src/keys.rs):
+-- the id hash, the four blocks (key t at RECENT_SIMHASH_AT + 2 (t - 2): a
+-- block meets only at its own position), the content hash, then the S lookup
+-- sketch hashes (key 6 + s is list s + 1 among the full-list flags); built
+-- at once.
 local sub = string.sub
-local tokens = {sub(record, 2, 4), sub(packed, 1, 2), sub(packed, 3, 4), sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, 16)}
-for s = 1, S do tokens[6 + s] = sub(packed, 13 + 4 * s, 16 + 4 * s) end
+local tokens = {sub(record, RECENT_ID_AT + 1, RECENT_SIMHASH_AT), sub(packed, 1, 2), sub(packed, 3, 4),
+  sub(packed, 5, 6), sub(packed, 7, 8), sub(packed, 9, PACKED_SKETCH_AT)}
+for s = 1, S do tokens[6 + s] = sub(packed, PACKED_SKETCH_AT + 4 * s - 3, PACKED_SKETCH_AT + 4 * s) end
 local last = indexed and 6 + S or 5
 -- Which key (t0..t1 of tokens) a record in `parts` (prelude.lua,
 -- recent_records) has: 'id', a key's kind, or nil. A hit counts only at
--- its key's offset in a record of an article (first byte: 1 + its sketch's
--- length, 255: unbounded; 0: deleted), within the sketch for a sketch hash.
--- A list full in the view (`full`: '1') is never appended to: meeting only
--- through it is no conflict. One string.find per key over all records.
+-- its key's offset in a record of an article (head byte: 1 + its sketch's
+-- length, RECENT_UNBOUNDED, or RECENT_DELETED), within the sketch for a
+-- sketch hash. A list full in the view (its flag FLAG_SET in `full`) is
+-- never appended to: meeting only through it is no conflict. One
+-- string.find per key over all records.
 local function conflict(parts, full, t0, t1)
   for p = 1, #parts do
     local recs, stride = parts[p][1], parts[p][2]
     for t = t0, t1 do
-      local pos = not (t >= 6 and string.byte(full, t - 5) == 49) and string.find(recs, tokens[t], 1, true)
+      local pos = not (t >= 6 and string.byte(full, t - 5) == FLAG_SET) and string.find(recs, tokens[t], 1, true)
       while pos do
         local off = (pos - 1) % stride
-        local n = string.byte(recs, pos - off) - 1
-        if n >= 0 and ((t == 1 and off == 1) or (t > 1 and t <= 5 and off == 2 * t)
-          or (t == 6 and off == 12) or (t > 6 and off >= 20 and off % 4 == 0 and (n == 254 or off < 20 + 4 * n))) then
+        local head = string.byte(recs, pos - off)
+        local n = head - 1
+        if head ~= RECENT_DELETED and ((t == 1 and off == RECENT_ID_AT)
+          or (t > 1 and t <= 5 and off == RECENT_SIMHASH_AT + 2 * (t - 2))
+          or (t == 6 and off == RECENT_CONTENT_AT)
+          or (t > 6 and off >= RECENT_SKETCH_AT and (off - RECENT_SKETCH_AT) % 4 == 0
+            and (head == RECENT_UNBOUNDED or off < RECENT_SKETCH_AT + 4 * n))) then
           return t == 1 and 'id' or (t <= 5 and 'block' or (t == 6 and 'content' or 'signature'))
         end
         pos = string.find(recs, tokens[t], pos + 1, true)
@@ -151,7 +158,7 @@ for d = 1, indexed and 4 or 0 do
   local bkey = block_key(P, label, k, d, string.sub(simhex, 4 * d - 3, 4 * d))
   redis.call('SADD', bkey, h)
   -- A set the view saw empty (or in a bucket it does not know) may be new.
-  if fresh or empty == '' or string.byte(empty, d) == 49 then redis.call('EXPIREAT', bkey, expire_at) end
+  if fresh or empty == '' or string.byte(empty, d) == FLAG_SET then redis.call('EXPIREAT', bkey, expire_at) end
 end
 -- Link a duplicate to its cluster's root, in the root's bucket: in the
 -- root's field of its d: hash while it fits in LINKS_INLINE_BYTES, else

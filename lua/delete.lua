@@ -36,7 +36,7 @@ redis.call('LSET', akey, index, '')
 -- a string that is not there is not created.
 local rkey, at = recent_slot(P, label, h)
 if tonumber(rn[2] or '0') - h < RECENT_SLOTS and redis.call('STRLEN', rkey) > at then
-  redis.call('SETRANGE', rkey, at, '\0')
+  redis.call('SETRANGE', rkey, at, string.char(RECENT_DELETED))
 end
 -- The d: hash keeps its empty field "" (set_field in prelude.lua), and with it
 -- its expiry, when its last link goes.

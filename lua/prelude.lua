@@ -124,18 +124,21 @@ local function recent_records(P, l, from, to)
   local _, b = recent_slot(P, l, to)
   local recs = redis.call('GETRANGE', key, a, (a <= b and b or RECENT_SLOTS * RECENT_STRIDE) + RECENT_STRIDE - 1)
   if a > b then recs = recs .. redis.call('GETRANGE', key, 0, b + RECENT_STRIDE - 1) end
-  local parts, pos = {{recs, RECENT_STRIDE}}, string.find(recs, '\255', 1, true)
+  local unbounded = string.char(RECENT_UNBOUNDED)
+  local parts, pos = {{recs, RECENT_STRIDE}}, string.find(recs, unbounded, 1, true)
   while pos do
     local h = from + (pos - 1) / RECENT_STRIDE
     local fp = h % 1 == 0 and redis.call('LINDEX', article_key(P, l, h))
     if fp and fp ~= '' then
       fp = article_packed(fp)
-      -- The SimHash, content hash and sketch: 16 + 4 bytes per sketch hash.
+      -- Its head and id hash, then the packed fingerprint's SimHash, content
+      -- hash and whole sketch, which a record holds the start of.
       local n = string.byte(fp, #fp + 1 - PACKED_SKETCH_COUNT_AT)
-      fp = '\255' .. string.sub(recs, pos + 1, pos + 3) .. string.sub(fp, 1, 16 + 4 * n)
+      fp = unbounded .. string.sub(recs, pos + RECENT_ID_AT, pos + RECENT_SIMHASH_AT - 1)
+        .. string.sub(fp, 1, PACKED_SKETCH_AT + 4 * n)
       parts[#parts + 1] = {fp, #fp}
     end
-    pos = string.find(recs, '\255', pos + 1, true)
+    pos = string.find(recs, unbounded, pos + 1, true)
   end
   return parts
 end

@@ -177,10 +177,35 @@ pub const RECENT_SLOTS: u64 = 256;
 /// packed fingerprint instead.
 pub const RECENT_SKETCH: usize = 12;
 
-/// Bytes per recent record (`encode_recent` in `src/index/redis/codec.rs`):
-/// a head byte, the id hash's top 3 bytes, SimHash, content hash and up to
-/// [`RECENT_SKETCH`] sketch hashes.
-pub const RECENT_STRIDE: usize = 4 + 16 + 4 * RECENT_SKETCH;
+/// The layout of a recent record (`encode_recent` in
+/// `src/index/redis/codec.rs` writes it, `lua/commit.lua` reads it), byte
+/// offsets from its start: the head byte (1 + the sketch's length,
+/// [`RECENT_UNBOUNDED`] or [`RECENT_DELETED`]), then the id hash's top 3
+/// bytes, then the packed fingerprint's first bytes: SimHash (u64 LE),
+/// content hash (u64 LE), up to [`RECENT_SKETCH`] sketch hashes (u32 LE).
+pub const RECENT_ID_AT: usize = 1;
+pub const RECENT_SIMHASH_AT: usize = 4;
+pub const RECENT_CONTENT_AT: usize = RECENT_SIMHASH_AT + 8;
+pub const RECENT_SKETCH_AT: usize = RECENT_CONTENT_AT + 8;
+
+/// Bytes per recent record.
+pub const RECENT_STRIDE: usize = RECENT_SKETCH_AT + 4 * RECENT_SKETCH;
+
+/// The head byte of a record whose sketch did not fit: a commit reads the
+/// article's packed fingerprint instead.
+pub const RECENT_UNBOUNDED: u8 = 255;
+
+/// The head byte of a deleted article's record.
+pub const RECENT_DELETED: u8 = 0;
+
+/// The byte of a flag that is set, in the strings of per-key flags a check
+/// sends its commit (the full lists, the sets that may be empty): `'1'`,
+/// else `'0'` (`flags` in `src/index/redis/commit.rs`).
+pub const FLAG_SET: u8 = b'1';
+
+/// Where a packed fingerprint's sketch starts: after its SimHash and content
+/// hash (`encode_fingerprint` in `src/index/redis/codec.rs`).
+pub const PACKED_SKETCH_AT: usize = 16;
 
 /// Where a packed fingerprint's sketch count is, in bytes from its end (1:
 /// the last byte): what `lua/prelude.lua` reads to find the end of its
@@ -222,7 +247,15 @@ pub fn lua_constants() -> String {
          local RECENT_STRIDE = {RECENT_STRIDE}\n\
          local LAYOUT = '{LAYOUT}'\n\
          local PACKED_SKETCH_COUNT_AT = {PACKED_SKETCH_COUNT_AT}\n\
-         local LINKS_INLINE_BYTES = {LINKS_INLINE_BYTES}\n"
+         local PACKED_SKETCH_AT = {PACKED_SKETCH_AT}\n\
+         local LINKS_INLINE_BYTES = {LINKS_INLINE_BYTES}\n\
+         local RECENT_ID_AT = {RECENT_ID_AT}\n\
+         local RECENT_SIMHASH_AT = {RECENT_SIMHASH_AT}\n\
+         local RECENT_CONTENT_AT = {RECENT_CONTENT_AT}\n\
+         local RECENT_SKETCH_AT = {RECENT_SKETCH_AT}\n\
+         local RECENT_UNBOUNDED = {RECENT_UNBOUNDED}\n\
+         local RECENT_DELETED = {RECENT_DELETED}\n\
+         local FLAG_SET = {FLAG_SET}\n"
     )
 }
 
@@ -396,7 +429,9 @@ mod tests {
         assert!(lua.contains("local LAYOUT = '4'\n"), "{lua}");
         assert!(lua.contains("local PACKED_SKETCH_COUNT_AT = 3\n"), "{lua}");
         assert!(lua.contains("local LINKS_INLINE_BYTES = 64\n"), "{lua}");
-        assert_eq!(lua.lines().count(), 9);
+        assert!(lua.contains("local RECENT_SKETCH_AT = 20\n"), "{lua}");
+        assert!(lua.contains("local FLAG_SET = 49\n"), "{lua}");
+        assert_eq!(lua.lines().count(), 17);
     }
 
     #[test]

@@ -42,11 +42,17 @@
 use crate::decision::Signal;
 use crate::fingerprint::Fingerprint;
 use crate::index::{Duplicate, Verdict};
-use crate::keys::{id_hash, PACKED_SKETCH_COUNT_AT, RECENT_SKETCH, RECENT_STRIDE};
+use crate::keys::{
+    id_hash, PACKED_SKETCH_AT, PACKED_SKETCH_COUNT_AT, RECENT_CONTENT_AT, RECENT_ID_AT,
+    RECENT_SIMHASH_AT, RECENT_SKETCH, RECENT_SKETCH_AT, RECENT_STRIDE, RECENT_UNBOUNDED,
+};
 use crate::shingles::SAMPLE;
 
 /// The SimHash and content hash.
-const FIXED: usize = 16;
+const FIXED: usize = PACKED_SKETCH_AT;
+// A recent record holds the packed fingerprint's first bytes as they are:
+// the commit rebuilds one whose sketch did not fit from them.
+const _: () = assert!(RECENT_SKETCH_AT - RECENT_SIMHASH_AT == FIXED);
 
 /// The size, the shingle gaps' width and the three counts after the parts of
 /// a packed fingerprint: `size u16 · w u8 · n u8 · m u8 · s u8`, the sketch's
@@ -125,16 +131,20 @@ fn decode_gaps(bytes: &[u8], count: usize, width: u8) -> Option<Vec<u16>> {
 
 /// The recent record of article `id` (see the module's notes).
 pub fn encode_recent(id: &str, fp: &Fingerprint) -> Vec<u8> {
-    let mut out = Vec::with_capacity(RECENT_STRIDE);
+    let mut out = vec![0; RECENT_STRIDE];
     let n = fp.signatures.len();
-    out.push(if n <= RECENT_SKETCH { 1 + n as u8 } else { 255 });
-    out.extend_from_slice(&id_hash(id).to_be_bytes()[..3]);
-    out.extend_from_slice(&fp.simhash.to_le_bytes());
-    out.extend_from_slice(&fp.content.to_le_bytes());
-    for s in fp.signatures.iter().take(RECENT_SKETCH) {
-        out.extend_from_slice(&s.to_le_bytes());
+    out[0] = if n <= RECENT_SKETCH {
+        1 + n as u8
+    } else {
+        RECENT_UNBOUNDED
+    };
+    out[RECENT_ID_AT..RECENT_SIMHASH_AT].copy_from_slice(&id_hash(id).to_be_bytes()[..3]);
+    out[RECENT_SIMHASH_AT..RECENT_CONTENT_AT].copy_from_slice(&fp.simhash.to_le_bytes());
+    out[RECENT_CONTENT_AT..RECENT_SKETCH_AT].copy_from_slice(&fp.content.to_le_bytes());
+    for (k, s) in fp.signatures.iter().take(RECENT_SKETCH).enumerate() {
+        let at = RECENT_SKETCH_AT + 4 * k;
+        out[at..at + 4].copy_from_slice(&s.to_le_bytes());
     }
-    out.resize(RECENT_STRIDE, 0);
     out
 }
 

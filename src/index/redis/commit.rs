@@ -7,7 +7,7 @@ use super::codec::{encode_article, encode_fingerprint, encode_recent};
 use crate::fingerprint::Fingerprint;
 use crate::index::meet;
 use crate::index::IndexError;
-use crate::keys::{id_hash_hex, LAYOUT};
+use crate::keys::{id_hash_hex, FLAG_SET, LAYOUT};
 
 /// One commit of an article decided from a worker's view.
 #[derive(Debug, Clone)]
@@ -65,6 +65,14 @@ pub(super) struct BucketCheck {
     /// appended to, so an insert meeting the article only through it
     /// changes nothing the check found.
     pub full: String,
+}
+
+/// Per-key flags as the commit script reads them: one byte per key,
+/// [`FLAG_SET`] where the flag is set, `'0'` where it is not.
+pub(super) fn flags(set: impl IntoIterator<Item = bool>) -> String {
+    set.into_iter()
+        .map(|f| if f { char::from(FLAG_SET) } else { '0' })
+        .collect()
 }
 
 impl CommitArgs<'_> {

@@ -27,7 +27,7 @@ use growable_bloom_filter::GrowableBloom;
 use rustc_hash::FxBuildHasher;
 
 use super::codec::{decode_article, meta_words_and_id, packed_parts, u32s, Meta};
-use super::commit::BucketCheck;
+use super::commit::{self, BucketCheck};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
@@ -397,7 +397,7 @@ impl View {
                     .saturating_add(u32::try_from(f.examined).unwrap_or(u32::MAX));
                 let at = |s: &u32| (label.clone(), copy.start, u64::from(*s) + 1);
                 probe.found.extend(f.slots.iter().map(at));
-                full = f.full.iter().map(|&f| if f { '1' } else { '0' }).collect();
+                full = commit::flags(f.full.iter().copied());
                 if let Some(bits) = copy.shape.filter(|_| label == own) {
                     probe.empty_sets = copy.empty_sets(&keys, bits);
                 }
@@ -449,20 +449,14 @@ impl BucketCopy {
     /// article held has the block at a position that shares the set (all
     /// four below [`POSITIONAL_BLOCK_BITS`] shape bits, else its own).
     fn empty_sets(&self, keys: &Keys, bits: u32) -> String {
-        (0..4)
-            .map(|p| {
-                let mut shared = if bits >= POSITIONAL_BLOCK_BITS {
-                    p..p + 1
-                } else {
-                    0..4
-                };
-                if shared.any(|m| self.articles.has_block(m, keys.blocks[p])) {
-                    '0'
-                } else {
-                    '1'
-                }
-            })
-            .collect()
+        commit::flags((0..4).map(|p| {
+            let mut shared = if bits >= POSITIONAL_BLOCK_BITS {
+                p..p + 1
+            } else {
+                0..4
+            };
+            !shared.any(|m| self.articles.has_block(m, keys.blocks[p]))
+        }))
     }
 
     /// File handle `handle`: its [`Record`].
