@@ -9,7 +9,7 @@
 //!   timestamp). Every key of a bucket expires at bucket end + window, so nothing
 //!   outlives window + one bucket, and no key is written forever.
 //! - Inside a bucket an article gets a small integer **handle**; block sets
-//!   hold SimHashes (intsets), `i:` maps id → SimHash + handle, the `a:`
+//!   hold handles (intsets), `i:` maps id → SimHash + handle, the `a:`
 //!   lists handle → packed fingerprint, id and verdict.
 //! - Every process keeps a **view** of the live articles in memory
 //!   (`view.rs`) and finds candidates there; before deciding it catches up
@@ -23,6 +23,10 @@
 //!   in `safety.rs`.
 //!
 //! Scripts are sent with EVALSHA and reloaded on `NOSCRIPT` by [`redis::Script`].
+//!
+//! [`RedisIndex`]'s methods live in three files: here, connecting and what
+//! reads by id (the [`Index`] methods but the check, tools' reads); the check
+//! and its commit in `check.rs`; the view's catch-up in `catch_up.rs`.
 
 mod catch_up;
 mod check;
@@ -173,6 +177,12 @@ fn backend(e: ::redis::RedisError) -> IndexError {
     }
 }
 
+/// How long the keys of a bucket of `bucket_ms` live after its start: the
+/// bucket, then the window after its last article.
+fn retention_ms(bucket_ms: u64, config: &DecisionConfig) -> u64 {
+    bucket_ms + config.window_ms
+}
+
 /// The bucket length of a window without `bucket_hours`: half the window,
 /// in whole hours (at least one).
 pub fn default_bucket_ms(window_ms: u64) -> u64 {
@@ -204,7 +214,7 @@ impl RedisIndex {
         let keys = Keys::new(namespace);
         let conn = Conn::connect(url, &options.connect).await?;
         let mut probe = conn.clone();
-        let retention_ms = bucket_ms + config.window_ms;
+        let retention_ms = retention_ms(bucket_ms, &config);
         safety::check_server(
             &mut probe,
             &keys,
@@ -247,6 +257,12 @@ impl RedisIndex {
     /// Bucket length in ms.
     pub fn bucket_ms(&self) -> i64 {
         self.inner.bucket_ms
+    }
+
+    /// How long a bucket's keys live after its start: the bucket and the
+    /// window after its last article.
+    fn retention_ms(&self) -> u64 {
+        retention_ms(self.inner.bucket_ms as u64, &self.inner.config)
     }
 
     /// Start (unix ms) of the bucket holding an article at `ts_ms`.

@@ -1,5 +1,6 @@
 //! The view's catch-up: bring a process' view of the live articles up to
-//! date with Redis.
+//! date with Redis (the [`RedisIndex`](super::RedisIndex) methods that do
+//! it live here).
 //!
 //! One script call (`lua/sync.lua`) reads the live buckets with their
 //! counters and shapes, and the deletion log after the last entry applied;

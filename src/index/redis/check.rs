@@ -1,4 +1,5 @@
-//! A check: decide an article from the view, then commit it.
+//! A check: decide an article from the view, then commit it (the
+//! [`RedisIndex`] methods that do it live here).
 //!
 //! [`RedisIndex::check`] catches the view up as needed, finds the candidates
 //! there ([`View::candidates`]), reads those few from Redis, decides
@@ -222,7 +223,7 @@ impl RedisIndex {
             id: &entry.id,
             label: &place.label,
             start: place.start,
-            retention_ms: inner.bucket_ms as u64 + inner.config.window_ms,
+            retention_ms: self.retention_ms(),
             fingerprint: &entry.fingerprint,
             meta,
             lookup_signatures: inner.config.lookup_signatures,
