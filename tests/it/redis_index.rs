@@ -1449,3 +1449,41 @@ fn assert_card_keys_expire(conn: &mut redis::Connection, ns: &str, bucket_ms: i6
         );
     }
 }
+
+/// The client's slot of a key is the server's (`CLUSTER KEYSLOT` of a node
+/// started in cluster mode), hash tags and their edge cases included: a
+/// wrong slot would send a namespace's commands to a node that refuses them.
+#[test]
+fn key_slots_are_the_servers() {
+    let dir = std::env::temp_dir().join(format!("simdedup-keyslot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let nodes = dir.join("nodes.conf");
+    let server = RedisServer::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        nodes.to_str().unwrap(),
+    ]);
+    let mut c = server.connection();
+    for key in [
+        "foo",
+        "a{}b",
+        "{}",
+        "{a",
+        "a}b{c}",
+        "{{x}}",
+        "",
+        "x{}{y}",
+        "{user1000}.following",
+        "simdedup:{新闻}:in",
+        "simdedup:{news}:a:2025010500:12",
+    ] {
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(simdedup::connect::key_slot(key.as_bytes()), slot, "{key:?}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
