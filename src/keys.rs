@@ -77,7 +77,7 @@ impl Keys {
         format!("{}n:{label}", self.prefix)
     }
 
-    /// HASH article id → `<simhash 16 hex>:<handle>` (the card's id → SimHash),
+    /// HASH article id → `<simhash 16 hex>:<handle>` (id → SimHash, as `redis-cli` readers expect),
     /// the part of bucket `label` holding `id`: split by the top `bits` bits of
     /// [`id_hash`]`(id)`, so each stays a compact
     /// listpack (one hash of a million ids would be a hash table, ~90 bytes per

@@ -35,7 +35,23 @@ pub fn is_transient(e: &RedisError) -> bool {
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_timeout()
-        || e.code().is_some_and(|c| TRANSIENT_CODES.contains(&c))
+        || transient_code(e).is_some()
+}
+
+/// The transient code of a server error: its own, or that of any command of
+/// a pipeline that failed. redis-rs gives a failed pipeline the code of its
+/// first failed command only where it knows the code (`LOADING` yes, `BUSY`
+/// no), so the commands' own errors are read.
+fn transient_code(e: &RedisError) -> Option<&'static str> {
+    let own = e.code().map(str::to_owned);
+    let piped: Vec<String> = e
+        .clone()
+        .into_server_errors()
+        .map(|errors| errors.iter().map(|(_, s)| s.code().to_owned()).collect())
+        .unwrap_or_default();
+    own.into_iter()
+        .chain(piped)
+        .find_map(|code| TRANSIENT_CODES.into_iter().find(|c| *c == code))
 }
 
 /// Whether `e` is a command the user's ACL refuses: `NOPERM`, or the error
@@ -55,10 +71,7 @@ pub const ACL_ADVICE: &str =
 /// A short name for the kind of a transient error, for `/readyz` and logs:
 /// the server's code (`OOM`, `LOADING`, ...) or `unreachable`.
 pub fn reason(e: &RedisError) -> &'static str {
-    TRANSIENT_CODES
-        .into_iter()
-        .find(|c| e.code() == Some(*c))
-        .unwrap_or("unreachable")
+    transient_code(e).unwrap_or("unreachable")
 }
 
 /// Delays between attempts of one call: exponential from 25 ms up to a bound,
@@ -143,6 +156,55 @@ mod tests {
         }
         let shape = RedisError::from((ErrorKind::UnexpectedReturnType, "reply"));
         assert!(!is_transient(&shape));
+    }
+
+    /// A connection that answers every command with `reply`.
+    struct Answers(&'static [u8]);
+
+    impl redis::ConnectionLike for Answers {
+        fn req_packed_command(&mut self, _: &[u8]) -> redis::RedisResult<redis::Value> {
+            redis::parse_redis_value(self.0)
+        }
+        fn req_packed_commands(
+            &mut self,
+            _: &[u8],
+            _: usize,
+            count: usize,
+        ) -> redis::RedisResult<Vec<redis::Value>> {
+            (0..count)
+                .map(|_| redis::parse_redis_value(self.0))
+                .collect()
+        }
+        fn get_db(&self) -> i64 {
+            0
+        }
+        fn check_connection(&mut self) -> bool {
+            true
+        }
+        fn is_open(&self) -> bool {
+            true
+        }
+    }
+
+    /// A pipeline whose command the server answered `BUSY` (a script
+    /// running) is transient like the command alone: redis-rs reports it
+    /// under no code of its own.
+    #[test]
+    fn a_pipeline_that_met_a_transient_error_is_transient() {
+        let mut busy = Answers(b"-BUSY Redis is busy running a script.\r\n");
+        let e = redis::pipe()
+            .cmd("GET")
+            .arg("k")
+            .query::<redis::Value>(&mut busy)
+            .expect_err("an error reply");
+        assert!(is_transient(&e) && reason(&e) == "BUSY", "{e:?}");
+        let mut wrong = Answers(b"-WRONGTYPE Operation against a key\r\n");
+        let e = redis::pipe()
+            .cmd("GET")
+            .arg("k")
+            .query::<redis::Value>(&mut wrong)
+            .expect_err("an error reply");
+        assert!(!is_transient(&e), "{e:?}");
     }
 
     /// What Redis 7.0 answers when the ACL refuses a command, called

@@ -136,11 +136,12 @@ pub struct Outcome {
     /// The id was already in the index: `verdict` is the one stored for it then,
     /// and nothing was written (idempotency).
     pub replayed: bool,
-    /// Index entries this check examined: SimHashes compared (block set members
-    /// in Redis, pigeonhole slots in the embedded index) plus stored articles
-    /// fetched by content or sketch hash; 0 for a replay. The work a check
-    /// costs, which grows with the index (the `simdedup_candidates_per_check`
-    /// metric).
+    /// Index entries this check examined in the candidate index (both
+    /// indexes search the same one, [`candidates`]): block-list entries read,
+    /// plus the articles listed under its content and sketch hashes; 0 for a
+    /// replay. The work a check costs (the `simdedup_candidates_per_check`
+    /// metric): it grows with the index, not with how often a story was
+    /// copied.
     pub examined: u32,
 }
 

@@ -263,7 +263,7 @@ impl Metrics {
             ),
             (
                 "simdedup_candidates_per_check",
-                "Index entries one check examined: SimHashes read from block sets plus stored articles fetched (0 for a replay)",
+                "Index entries one check examined: block-list entries read plus the articles listed under its content and sketch hashes (0 for a replay)",
                 &self.examined,
             ),
         ] {
