@@ -133,3 +133,24 @@ fn fingerprint_output_fields() {
         (true.into(), 0.into())
     );
 }
+
+/// `fingerprint` reads a FILE as `explain` does (`-`: standard input), and
+/// takes a text itself only with `--text`: the three give one fingerprint.
+#[test]
+fn fingerprint_reads_a_file_stdin_or_text_alike() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/explain/credit-feb.txt"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let from_file = json(&simdedup(&["fingerprint", path], ""));
+    assert_eq!(from_file, json(&simdedup(&["fingerprint", "-"], &text)));
+    assert_eq!(
+        from_file,
+        json(&simdedup(&["fingerprint", "--text", &text], ""))
+    );
+    assert!(from_file["size"].as_u64().unwrap() > 100, "{from_file}");
+    let out = simdedup(&["fingerprint", "/nonexistent/a.txt"], "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/a.txt"));
+}
