@@ -371,19 +371,14 @@ fn inspect_has_one_shape_in_hex_and_exits_1_for_an_unknown_id() {
 
     // Who has the rewrite's first block: the block sets name the articles.
     let block = &simhash[..4];
-    let out = simdedup(
-        &[
-            "inspect",
-            "--block",
-            block,
-            "--redis-url",
-            &url,
-            "-n",
-            "ops",
-        ],
-        &[],
-        b"",
-    );
+    let inspect_block = |block: &str, ns: &str| {
+        simdedup(
+            &["inspect", "--block", block, "--redis-url", &url, "-n", ns],
+            &[],
+            b"",
+        )
+    };
+    let out = inspect_block(block, "ops");
     assert!(out.status.success(), "{}", stderr(&out));
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["block"], block);
@@ -405,28 +400,12 @@ fn inspect_has_one_shape_in_hex_and_exits_1_for_an_unknown_id() {
         );
     }
     // A block nobody has (a namespace without articles): exit status 1.
-    let out = simdedup(
-        &[
-            "inspect",
-            "--block",
-            block,
-            "--redis-url",
-            &url,
-            "-n",
-            "none",
-        ],
-        &[],
-        b"",
-    );
+    let out = inspect_block(block, "none");
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains(&format!(
         "no article in the window has SimHash block {block}"
     )));
-    let out = simdedup(
-        &["inspect", "--block", "zz", "--redis-url", &url, "-n", "ops"],
-        &[],
-        b"",
-    );
+    let out = inspect_block("zz", "ops");
     assert_eq!(out.status.code(), Some(2), "a bad block is a usage error");
     assert!(stderr(&out).contains("4 hex digits"), "{}", stderr(&out));
 

@@ -113,15 +113,7 @@ async fn a_roots_links_outgrow_its_field_into_a_string_appended_to() {
     idx.check_and_insert(&entry("root", t, story.clone()))
         .await
         .unwrap();
-    for i in 0..40 {
-        let copy = entry(&format!("c{i}"), t, story.clone());
-        assert!(idx
-            .check_and_insert(&copy)
-            .await
-            .unwrap()
-            .verdict
-            .is_duplicate());
-    }
+    insert_copies(&idx, "c", 40, t, &story).await;
     let (label, h) = idx.locate("root").await.unwrap().unwrap();
     let k = idx.keys();
     let mut c = server.connection();
@@ -1410,15 +1402,7 @@ async fn exercise_the_index(idx: &RedisIndex) {
     }
     assert!(idx.check_and_insert(&b).await.unwrap().replayed);
     // Copies enough that the root's links outgrow its d: field.
-    for i in 0..6 {
-        let copy = entry(&format!("a{i}"), t + 3, fp(S, 1, &sketch(1, 12)));
-        assert!(idx
-            .check_and_insert(&copy)
-            .await
-            .unwrap()
-            .verdict
-            .is_duplicate());
-    }
+    insert_copies(idx, "a", 6, t + 3, &fp(S, 1, &sketch(1, 12))).await;
     assert!(idx.query(&entry("q", t, fp(S, 9, &[]))).await.is_ok());
     assert!(idx.get("a").await.unwrap().is_some());
     assert_eq!(idx.cluster("b").await.unwrap().unwrap().duplicates.len(), 8);
@@ -1486,4 +1470,19 @@ fn key_slots_are_the_servers() {
         assert_eq!(simdedup::connect::key_slot(key.as_bytes()), slot, "{key:?}");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Check `n` copies of `story` (ids `{prefix}0…`), each a duplicate.
+async fn insert_copies(
+    idx: &RedisIndex,
+    prefix: &str,
+    n: usize,
+    t: i64,
+    story: &simdedup::fingerprint::Fingerprint,
+) {
+    for i in 0..n {
+        let copy = entry(&format!("{prefix}{i}"), t, story.clone());
+        let out = idx.check_and_insert(&copy).await.unwrap();
+        assert!(out.verdict.is_duplicate(), "{prefix}{i}: {out:?}");
+    }
 }
