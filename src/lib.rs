@@ -8,11 +8,13 @@
 //!   [`idf`] weighs them ([`hotwords`] caches the common words' IDF and hash);
 //!   [`simhash`] folds them into a 64-bit SimHash;
 //!   [`signature`] hashes the longest sentences and the whole content;
+//!   [`shingles`] samples its 5-gram shingles, by which the share of an
+//!   article found in an earlier one is judged;
 //!   [`distinctive`] samples its numbers, what templated reports differ in;
 //!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint).
 //!   The recipe is specified in `docs/fingerprint.md`.
 //! - **Deciding**: [`decision`] says whether a fingerprint duplicates any of a set
-//!   of candidates, and by which signal (exact, simhash, sentence);
+//!   of candidates, and by which signal (exact, simhash, sentence, excerpt);
 //!   [`explain`] shows the evidence behind a verdict on two texts.
 //! - **Indexing**: [`index`] defines the [`Index`](index::Index) trait (atomic,
 //!   idempotent check-and-insert, query, delete, get, cluster) and the in-process
