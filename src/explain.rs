@@ -2,7 +2,7 @@
 //! (`simdedup explain A B`) or a machine (`--json`).
 //!
 //! B is judged against A as if A had arrived first, with the same
-//! [`evidence`](crate::decision::evidence) the index's decision uses (time
+//! [`evidence`] the index's decision uses (time
 //! windows aside: two texts have none), so an explanation cannot disagree with
 //! a verdict. What the fingerprint keeps only as hashes is shown as text: the
 //! clauses behind the shared sketch hashes, the numbers that agree or differ.

@@ -2,7 +2,7 @@
 //! `Args` struct) and its body (`run`). `src/main.rs` only parses the command
 //! line, sets up tracing and calls `run`.
 //!
-//! Flags that are settings are not copied into [`Settings`](crate::settings::Settings)
+//! Flags that are settings are not copied into [`Settings`]
 //! field by field: the flag structs serialize to the settings' own keys, and
 //! [`args`] layers them over the file and the environment through `config`.
 

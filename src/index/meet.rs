@@ -10,7 +10,7 @@
 //! the source holds are among the source's sketch, seldom among its first
 //! few. Two articles that share none of these are never each other's
 //! candidates, so:
-//! - the candidate index ([`super::candidates`]) files and finds by them;
+//! - the candidate index (`index/candidates.rs`) files and finds by them;
 //! - a worker may decide two such articles in either order, at once
 //!   (`src/worker/mod.rs`);
 //! - `lua/commit.lua` counts an article inserted since a worker's view as a

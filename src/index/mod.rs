@@ -6,7 +6,7 @@
 //! - [`EmbeddedIndex`]: in-process, for `simdedup scan`, tests and single-node use;
 //! - the Redis index (Lua check-and-insert), shared by any number of workers.
 //!
-//! Both find candidates in the same compact in-memory index ([`candidates`]),
+//! Both find candidates in the same compact in-memory index (`candidates.rs`),
 //! through the keys of [`meet`] (the four 16-bit SimHash blocks, the content
 //! hash, the lookup sketch hashes), keep only those inside the retention
 //! window, and let
@@ -137,7 +137,7 @@ pub struct Outcome {
     /// and nothing was written (idempotency).
     pub replayed: bool,
     /// Index entries this check examined in the candidate index (both
-    /// indexes search the same one, [`candidates`]): block-list entries read,
+    /// indexes search the same one, `candidates.rs`): block-list entries read,
     /// plus the articles listed under its content and sketch hashes; 0 for a
     /// replay. The work a check costs (the `simdedup_candidates_per_check`
     /// metric): it grows with the index, not with how often a story was

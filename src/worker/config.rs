@@ -13,7 +13,7 @@ pub struct WorkerConfig {
     /// name lets a restarted worker resume its own pending entries at once.
     pub consumer: String,
     /// Entries per XREADGROUP / XAUTOCLAIM (COUNT); a batch is committed in
-    /// script calls of [`commit::ENTRIES_PER_CALL`] entries.
+    /// script calls of [`commit::ENTRIES_PER_CALL`](super::commit::ENTRIES_PER_CALL) entries.
     pub batch_size: usize,
     /// Entries read and not yet committed, at most. Also what a worker that
     /// crashes leaves for its peers to take over, decided after the entries
@@ -21,14 +21,14 @@ pub struct WorkerConfig {
     pub max_in_flight: usize,
     /// Entries a worker reads past the oldest entry pending on another
     /// consumer of the group, at most; then it reads no new entry until that
-    /// one is done ([`order`]). Keeps verdicts in stream order across workers
+    /// one is done ([`order`](super::order)). Keeps verdicts in stream order across workers
     /// when one falls behind — a worker killed (its entries stranded until a
     /// peer reclaims them), a peer's retries after an outage — at the cost of
     /// a pause of the others meanwhile. At least `max_in_flight`, so that
     /// healthy peers never wait on each other's batches; 0: no bound.
     pub order_slack: usize,
     /// When `ordered`: a batch also waits, before its index calls, until no
-    /// other consumer holds an entry before its first ([`order`]), so that
+    /// other consumer holds an entry before its first ([`order`](super::order)), so that
     /// the batches of different workers decide in stream order, as `scan`
     /// would; fingerprinting and commits still overlap. Off: batches of
     /// different workers decide concurrently, and a copy read by one worker
@@ -45,7 +45,7 @@ pub struct WorkerConfig {
     pub index_concurrency: usize,
     /// When `ordered`: index calls of a batch in flight at once. A check waits
     /// for every earlier entry of the batch whose article could be its
-    /// candidate (or share its id) to be decided ([`may_interact`]); checks
+    /// candidate (or share its id) to be decided (`may_interact` in `worker/mod.rs`); checks
     /// that cannot meet go together, so verdicts stay those of one after
     /// another while the round trips overlap. A query or a delete waits for
     /// everything before it. 1: one call at a time.
