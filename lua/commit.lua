@@ -168,11 +168,10 @@ end
 if l then
   local key, field = links_key(P, l, rh)
   local link = label .. ':' .. h
-  local inline = redis.call('HSTRLEN', key, field)
+  local inline = redis.call('HGET', key, field)
   local created
-  if inline == 0 or inline + 1 + #link <= LINKS_INLINE_BYTES then
-    local value = inline > 0 and (redis.call('HGET', key, field) .. ' ' .. link) or link
-    created = redis.call('HSET', key, field, value, '', '') == 2
+  if not inline or #inline + 1 + #link <= LINKS_INLINE_BYTES then
+    created = redis.call('HSET', key, field, inline and (inline .. ' ' .. link) or link, '', '') == 2
   else
     key = more_links_key(P, l, rh)
     created = redis.call('APPEND', key, ' ' .. link) == #link + 1

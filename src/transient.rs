@@ -38,30 +38,39 @@ pub fn is_transient(e: &RedisError) -> bool {
         || transient_code(e).is_some()
 }
 
-/// The transient code of a server error: its own, or that of any command of
-/// a pipeline that failed. redis-rs gives a failed pipeline the code of its
-/// first failed command only where it knows the code (`LOADING` yes, `BUSY`
-/// no), so the commands' own errors are read.
+/// The first of the server's answers in `e` that `f` picks, given each
+/// answer's code and detail: `e`'s own, then, for a pipeline or transaction
+/// that failed, each failed command's. redis-rs gives a failed pipeline the
+/// code of its first failed command only where it knows the code (`LOADING`
+/// yes, `BUSY` no), so the commands' own answers are read.
+fn find_answer<T>(e: &RedisError, f: impl Fn(&str, &str) -> Option<T>) -> Option<T> {
+    let own = e.code().and_then(|c| f(c, e.detail().unwrap_or("")));
+    own.or_else(|| {
+        e.clone()
+            .into_server_errors()?
+            .iter()
+            .find_map(|(_, s)| f(s.code(), s.details().unwrap_or("")))
+    })
+}
+
+/// The transient code among the server's answers in `e`, if any.
 fn transient_code(e: &RedisError) -> Option<&'static str> {
-    let own = e.code().map(str::to_owned);
-    let piped: Vec<String> = e
-        .clone()
-        .into_server_errors()
-        .map(|errors| errors.iter().map(|(_, s)| s.code().to_owned()).collect())
-        .unwrap_or_default();
-    own.into_iter()
-        .chain(piped)
-        .find_map(|code| TRANSIENT_CODES.into_iter().find(|c| *c == code))
+    find_answer(e, |code, _| {
+        TRANSIENT_CODES.into_iter().find(|c| *c == code)
+    })
 }
 
 /// Whether `e` is a command the user's ACL refuses: `NOPERM`, or the error
 /// a script gets when it calls such a command ("The user executing the
-/// script can't run this command"). It stays refused until an operator
-/// changes the ACL: never transient.
+/// script can't run this command"), alone or in a pipeline. It stays
+/// refused until an operator changes the ACL: never transient.
 pub fn is_refused_by_acl(e: &RedisError) -> bool {
-    e.code() == Some("NOPERM")
-        || e.detail()
-            .is_some_and(|d| d.contains("The user executing the script can't run this command"))
+    find_answer(e, |code, detail| {
+        (code == "NOPERM"
+            || detail.contains("The user executing the script can't run this command"))
+        .then_some(())
+    })
+    .is_some()
 }
 
 /// What to do about an ACL refusal: the user's role and where its ACL is.
@@ -186,25 +195,27 @@ mod tests {
         }
     }
 
+    /// The error of a one-command pipeline whose command got `reply`.
+    fn pipeline_error(reply: &'static [u8]) -> RedisError {
+        redis::pipe()
+            .cmd("GET")
+            .arg("k")
+            .query::<redis::Value>(&mut Answers(reply))
+            .expect_err("an error reply")
+    }
+
     /// A pipeline whose command the server answered `BUSY` (a script
-    /// running) is transient like the command alone: redis-rs reports it
-    /// under no code of its own.
+    /// running) is transient like the command alone, and one refused by the
+    /// ACL is refused: redis-rs reports either under no code of its own.
     #[test]
     fn a_pipeline_that_met_a_transient_error_is_transient() {
-        let mut busy = Answers(b"-BUSY Redis is busy running a script.\r\n");
-        let e = redis::pipe()
-            .cmd("GET")
-            .arg("k")
-            .query::<redis::Value>(&mut busy)
-            .expect_err("an error reply");
+        let e = pipeline_error(b"-BUSY Redis is busy running a script.\r\n");
         assert!(is_transient(&e) && reason(&e) == "BUSY", "{e:?}");
-        let mut wrong = Answers(b"-WRONGTYPE Operation against a key\r\n");
-        let e = redis::pipe()
-            .cmd("GET")
-            .arg("k")
-            .query::<redis::Value>(&mut wrong)
-            .expect_err("an error reply");
-        assert!(!is_transient(&e), "{e:?}");
+        let e = pipeline_error(b"-WRONGTYPE Operation against a key\r\n");
+        assert!(!is_transient(&e) && !is_refused_by_acl(&e), "{e:?}");
+        let e =
+            pipeline_error(b"-NOPERM this user has no permissions to run the 'get' command\r\n");
+        assert!(is_refused_by_acl(&e) && !is_transient(&e), "{e:?}");
     }
 
     /// What Redis 7.0 answers when the ACL refuses a command, called
