@@ -105,6 +105,16 @@ impl Redis {
         });
     }
 
+    /// Stop the server with `SHUTDOWN SAVE` (its data written to its RDB)
+    /// and wait for the process to end.
+    fn shutdown_save(&mut self) {
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+            .arg("SAVE")
+            .query(&mut self.connection());
+        let status = self.child.take().expect("running").wait().unwrap();
+        assert!(status.success(), "SHUTDOWN SAVE: {status:?}");
+    }
+
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -879,6 +889,54 @@ fn redis_busy_with_a_script_holds_the_entries() {
     let _: () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
     assert!(script.join().unwrap().is_err(), "the script was killed");
     assert_held_through(&mut conn, &keys, total, &w, &["BUSY"]);
+}
+
+/// Redis restarted on a data set that takes seconds to load (`LOADING` to
+/// every command meanwhile): the worker, stopped (SIGSTOP) across the
+/// shutdown so that no reply is lost with the connection, holds its entries
+/// and retries until the data is there; nothing is delivered twice.
+#[test]
+fn redis_loading_its_data_holds_the_entries() {
+    let mut redis = Redis::start_with(&[
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let keys = Keys::new("loading");
+    let mut conn = redis.connection();
+    // 20,000 keys at 250 µs each (key-load-delay): 5 s of loading.
+    let _: () = redis::cmd("DEBUG")
+        .arg("POPULATE")
+        .arg(20_000)
+        .arg("padding")
+        .query(&mut conn)
+        .unwrap();
+    let w = held_worker(&redis, "loading");
+    wait_ready(&[&w]);
+    let total = feed_and_start(&mut conn, &keys);
+    w.signal("-STOP");
+    redis.shutdown_save();
+    // Redis answers clients while loading only between chunks of the RDB
+    // (2 MB by default, more than this data set): every 1 KB here.
+    redis.restart_with(&[
+        "--key-load-delay",
+        "250",
+        "--loading-process-events-interval-bytes",
+        "1024",
+    ]);
+    w.signal("-CONT");
+    wait_unready_holding(&w, "LOADING");
+    let mut conn = redis.connection();
+    wait_until("the data loaded", LIMIT, || {
+        redis::cmd("INFO")
+            .arg("persistence")
+            .query::<String>(&mut conn)
+            .is_ok_and(|i| i.contains("\r\nloading:0\r\n"))
+    });
+    assert_held_through(&mut conn, &keys, total, &w, &["LOADING"]);
 }
 
 /// The primary turned into a replica of a primary that does not answer

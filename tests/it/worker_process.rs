@@ -1,6 +1,8 @@
 //! The `simdedup worker` binary: SIGKILL one worker mid-stream, the other
 //! finishes its entries; SIGTERM stops a worker with exit status 0; /metrics,
-//! /healthz and /readyz answer.
+//! /healthz and /readyz answer; each worker flag that changes behaviour
+//! (`--fingerprint-nice`, `--max-deliveries`, `--shutdown-timeout-ms`,
+//! `--wait-replicas`, `--pipeline`) has its effect seen from outside.
 //!
 //! Each process uses `--index embedded` (its own index), so verdicts across
 //! processes are not what is checked here: the stream protocol is (every input
@@ -56,7 +58,15 @@ fn spawn_worker_with(
     http_port: u16,
     index: &str,
 ) -> Worker {
-    spawn_worker_logging_to(server, ns, consumer, http_port, index, Stdio::inherit())
+    spawn_worker_logging_to(
+        server,
+        ns,
+        consumer,
+        http_port,
+        index,
+        Stdio::inherit(),
+        &[],
+    )
 }
 
 /// A worker whose log (at `warn`) goes to `stderr`.
@@ -67,6 +77,7 @@ fn spawn_worker_logging_to(
     http_port: u16,
     index: &str,
     stderr: Stdio,
+    extra: &[&str],
 ) -> Worker {
     let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
         .args([
@@ -92,6 +103,7 @@ fn spawn_worker_logging_to(
             "--block-ms",
             "200",
         ])
+        .args(extra)
         .env_remove("SIMDEDUP_CONFIG")
         .env("SIMDEDUP_LOG", "warn")
         .stdout(Stdio::null())
@@ -710,6 +722,7 @@ fn a_future_entry_id_does_not_reject_later_articles() {
         port,
         "embedded",
         Stdio::from(log.reopen().unwrap()),
+        &[],
     );
     wait_until("ready", LIMIT, || {
         http_get(port, "/readyz").map(|r| r.0) == Some(200)
@@ -747,4 +760,296 @@ fn a_future_entry_id_does_not_reject_later_articles() {
     let logged = std::fs::read_to_string(log.path()).unwrap();
     let warnings = logged.matches("ahead of this worker's clock").count();
     assert_eq!(warnings, 1, "one warning for the stream:\n{logged}");
+}
+
+/// A gauge or counter of a worker's /metrics (0 when absent).
+fn metric(port: u16, name: &str) -> u64 {
+    let (_, body) = http_get(port, "/metrics").unwrap_or_default();
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The name and nice value of a `/proc/.../stat` record (field 19).
+fn name_and_nice(stat: &str) -> Option<(String, i64)> {
+    let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+    Some((name.to_owned(), rest.split(' ').nth(16)?.parse().ok()?))
+}
+
+/// The nice values of the threads of process `pid` named `prefix`….
+fn thread_nices(pid: u32, prefix: &str) -> Vec<i64> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter_map(|stat| name_and_nice(&stat))
+        .filter(|(name, _)| name.starts_with(prefix))
+        .map(|(_, nice)| nice)
+        .collect()
+}
+
+/// `--fingerprint-nice N`: the fingerprinting threads run N nice steps below
+/// the process; the process itself keeps its priority.
+#[cfg(target_os = "linux")]
+#[test]
+fn fingerprint_nice_lowers_the_fingerprinting_threads() {
+    let server = RedisServer::start();
+    let w = spawn_worker_logging_to(
+        &server,
+        "nice",
+        "n",
+        free_port(),
+        "embedded",
+        Stdio::inherit(),
+        &["--fingerprint-nice", "13"],
+    );
+    let main_thread = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", w.id())).unwrap();
+        name_and_nice(&stat).unwrap().1
+    };
+    let process = main_thread();
+    let want = (process + 13).min(19);
+    wait_until("fingerprinting threads reniced", LIMIT, || {
+        let nices = thread_nices(w.id(), "simdedup-fp");
+        !nices.is_empty() && nices.iter().all(|&n| n == want)
+    });
+    assert_eq!(main_thread(), process);
+}
+
+/// `--max-deliveries N`: an entry delivered more than N times is
+/// dead-lettered as `too_many_deliveries` once a worker takes it over; an
+/// entry delivered fewer times is decided.
+#[test]
+fn max_deliveries_dead_letters_an_entry_delivered_too_often() {
+    let server = RedisServer::start();
+    let keys = Keys::new("deliveries");
+    let mut conn = server.connection();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(keys.input_stream())
+        .arg("simdedup")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut conn)
+        .unwrap();
+    // Both entries read by a consumer that died (it has no liveness key); the
+    // first read twice more (each XREADGROUP of its pending entries counts a
+    // delivery): 3 deliveries, and 1.
+    for id in ["often", "once"] {
+        let text = article_text(if id == "often" { 1 } else { 2 }, 0);
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id.as_bytes()), ("text", text.as_bytes())],
+        );
+    }
+    let read = |conn: &mut redis::Connection, count: usize, from: &str| {
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("simdedup")
+            .arg("ghost")
+            .arg("COUNT")
+            .arg(count)
+            .arg("STREAMS")
+            .arg(keys.input_stream())
+            .arg(from)
+            .query(conn)
+            .unwrap();
+    };
+    read(&mut conn, 2, ">");
+    read(&mut conn, 1, "0");
+    read(&mut conn, 1, "0");
+    let _w = spawn_worker_logging_to(
+        &server,
+        "deliveries",
+        "d",
+        free_port(),
+        "embedded",
+        Stdio::inherit(),
+        &["--max-deliveries", "2"],
+    );
+    wait_until("both answered", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= 2
+    });
+    let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
+    let verdict = |id: &str| outputs.iter().find(|f| f["id"] == id).unwrap().clone();
+    assert_eq!(verdict("once")["verdict"], "unique");
+    assert_eq!(verdict("often")["verdict"], "rejected");
+    assert_eq!(verdict("often")["code"], "too_many_deliveries");
+    let dead = read_stream(&mut conn, &keys.dead_stream());
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].1["code"], "too_many_deliveries");
+}
+
+/// `--shutdown-timeout-ms`: on SIGTERM with Redis stopped while both
+/// workers hold entries, the worker with a short bound leaves its entries
+/// pending and exits; the one with a long bound is still waiting two
+/// seconds later, and answers its entries once Redis is back.
+#[test]
+fn shutdown_timeout_bounds_the_wait_for_entries_in_flight() {
+    let server = RedisServer::start();
+    let keys = Keys::new("bound");
+    let mut conn = server.connection();
+    let (ps, pl) = (free_port(), free_port());
+    let spawn = |name: &str, port: u16, bound: &str| {
+        spawn_worker_logging_to(
+            &server,
+            "bound",
+            name,
+            port,
+            "embedded",
+            Stdio::inherit(),
+            &["--shutdown-timeout-ms", bound],
+        )
+    };
+    let mut short = spawn("short", ps, "300");
+    let mut long = spawn("long", pl, "600000");
+    wait_until("both ready", LIMIT, || {
+        [ps, pl]
+            .iter()
+            .all(|&p| http_get(p, "/readyz").map(|r| r.0) == Some(200))
+    });
+    let mut pipe = redis::pipe();
+    for i in 0..6_000u64 {
+        pipe.cmd("XADD")
+            .arg(keys.input_stream())
+            .arg("*")
+            .arg("id")
+            .arg(format!("b{i}"))
+            .arg("text")
+            .arg(article_text(i, 0))
+            .ignore();
+    }
+    pipe.query::<()>(&mut conn).unwrap();
+    // Redis stopped at a moment both workers hold entries.
+    wait_until("both workers holding entries", LIMIT, || {
+        server.signal("-STOP");
+        let held = metric(ps, "simdedup_in_flight") > 0 && metric(pl, "simdedup_in_flight") > 0;
+        if !held {
+            server.signal("-CONT");
+        }
+        held
+    });
+    signal(&short, "-TERM");
+    signal(&long, "-TERM");
+    wait_until("the short bound's worker exited", LIMIT, || {
+        short.try_wait().unwrap().is_some()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        long.try_wait().unwrap().is_none(),
+        "the long bound's worker still waits for its entries"
+    );
+    server.signal("-CONT");
+    assert!(long.wait().unwrap().success());
+    let mut conn = server.connection();
+    assert!(
+        consumer_pending(&mut conn, &keys, "short") > 0,
+        "the short bound's entries stay pending for other workers"
+    );
+    assert_eq!(consumer_pending(&mut conn, &keys, "long"), 0);
+}
+
+/// `--wait-replicas 1` on a server without a replica: the commit is written
+/// but its entries stay held in the worker (sent again until a replica has
+/// them) and /readyz says why; once a replica attaches, they are done, each
+/// answered once.
+#[test]
+fn wait_replicas_holds_entries_until_a_replica_has_them() {
+    let server = RedisServer::start();
+    let keys = Keys::new("replicas");
+    let mut conn = server.connection();
+    for i in 0..3u64 {
+        let text = article_text(i, 0);
+        let id = format!("r{i}");
+        xadd(
+            &mut conn,
+            &keys,
+            &[("id", id.as_bytes()), ("text", text.as_bytes())],
+        );
+    }
+    let port = free_port();
+    let _w = spawn_worker_logging_to(
+        &server,
+        "replicas",
+        "r",
+        port,
+        "redis",
+        Stdio::null(),
+        &["--wait-replicas", "1"],
+    );
+    wait_until(
+        "/readyz 503 NOREPLICAS",
+        LIMIT,
+        || matches!(http_get(port, "/readyz"), Some((503, b)) if b.contains("NOREPLICAS")),
+    );
+    assert_eq!(metric(port, "simdedup_in_flight"), 3, "held");
+    let _replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &server.port.to_string()]);
+    wait_until("the held entries done", LIMIT, || {
+        metric(port, "simdedup_in_flight") == 0
+            && http_get(port, "/readyz").map(|r| r.0) == Some(200)
+    });
+    let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
+    assert_eq!(outputs.len(), 3);
+    assert!(metric(port, "simdedup_replica_waits_timed_out_total") > 0);
+}
+
+/// `--pipeline`: 1 (one index call at a time) and 256 decide the same as
+/// `scan`; 0 is refused with the range.
+#[test]
+fn pipeline_depths_decide_alike_and_zero_is_refused() {
+    let server = RedisServer::start();
+    let refused = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args(["worker", "--redis-url", &server.url(), "--pipeline", "0"])
+        .env_remove("SIMDEDUP_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("worker.pipeline") && err.contains("256"),
+        "{err}"
+    );
+    let mut conn = server.connection();
+    for depth in ["1", "256"] {
+        let ns = format!("depth{depth}");
+        let keys = Keys::new(&ns);
+        let port = free_port();
+        let mut w = spawn_worker_logging_to(
+            &server,
+            &ns,
+            "p",
+            port,
+            "redis",
+            Stdio::inherit(),
+            &["--pipeline", depth],
+        );
+        for v in 0..4u64 {
+            for g in 0..10u64 {
+                let text = article_text(g, v);
+                let id = format!("g{g}-v{v}");
+                xadd(
+                    &mut conn,
+                    &keys,
+                    &[("id", id.as_bytes()), ("text", text.as_bytes())],
+                );
+            }
+        }
+        wait_until("40 outputs", LIMIT, || {
+            xlen(&mut conn, &keys.output_stream()) >= 40
+        });
+        signal(&w, "-TERM");
+        assert!(w.wait().unwrap().success());
+        let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
+        for f in &outputs {
+            let want = if f["id"].ends_with("-v0") {
+                "unique"
+            } else {
+                "duplicate"
+            };
+            assert_eq!(f["verdict"], want, "--pipeline {depth}: {f:?}");
+        }
+    }
 }

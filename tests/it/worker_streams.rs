@@ -430,7 +430,7 @@ async fn graceful_shutdown_acks_everything_in_flight() {
     let server = RedisServer::start();
     let keys = Keys::new("stop");
     let mut conn = server.connection();
-    for i in 0..400u64 {
+    for i in 0..2_000u64 {
         let text = article_text(i, 0);
         xadd(
             &mut conn,
@@ -451,8 +451,27 @@ async fn graceful_shutdown_acks_everything_in_flight() {
     };
     let (handle, metrics) = spawn_worker(&server, "stop", index, &fp, config, &trigger, 1 << 20);
     wait_for_outputs(&server, &keys, 1).await;
+    // Redis stopped (SIGSTOP) at a moment the worker holds entries: none of
+    // them can finish before the signal, which comes with work in flight.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let held = loop {
+        server.signal("-STOP");
+        let held = metrics.in_flight.get();
+        if held > 0 {
+            break held;
+        }
+        server.signal("-CONT");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never caught the worker holding entries"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
     trigger.fire();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.signal("-CONT");
     let summary = handle.await.unwrap();
+    assert!(held > 0);
     assert_eq!(summary.abandoned, 0);
     assert_eq!(metrics.in_flight.get(), 0);
     // Whatever was read was finished and acked: no pending entries, and each
