@@ -1,13 +1,14 @@
-//! The example verdict readers (examples/readers/) against a real worker: a
-//! private redis-server, the built `simdedup worker`, articles sent while the
-//! readers run. Each language's reader runs under two consumer groups (two
-//! downstream services); one of them is SIGKILLed mid-stream and restarted
-//! again and again, and starts with verdicts delivered to it but never
-//! acknowledged, as a reader that crashed after a read leaves them. Each group
-//! must hold every verdict exactly once, joined to the article it answers.
+//! The example verdict readers (examples/readers/) against a real worker:
+//! private Redis servers (a standalone server, a Redis Cluster given a node
+//! that does not own the namespace, or Sentinel: [`Topology`]), the built
+//! `simdedup worker` on the same URL, articles sent while the readers run.
+//! Each language's reader runs under two consumer groups (two downstream
+//! services); one of them is SIGKILLed mid-stream and restarted again and
+//! again, and starts with verdicts delivered to it but never acknowledged, as
+//! a reader that crashed after a read leaves them. Each group must hold every
+//! verdict exactly once, joined to the article it answers.
 
 use crate::examples_common;
-use crate::support;
 use crate::worker_common;
 
 use std::collections::HashMap;
@@ -16,9 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use examples_common::{example, require_node_packages, require_python_redis, Worker};
+use examples_common::{example, require_node_packages, require_python_redis, Topology, Worker};
 use simdedup::keys::Keys;
-use support::RedisServer;
 use worker_common::{article_text, read_stream, wait_until, xadd, xlen};
 
 /// Articles sent per round; between rounds the killed reader is restarted.
@@ -119,12 +119,14 @@ fn article(i: usize) -> (String, String, String) {
     )
 }
 
-fn readers_handle_every_verdict_exactly_once(cmd: &[String], ns: &str) {
-    let server = RedisServer::start();
+/// Run the reader `cmd` (program and script) under two groups on `topology`,
+/// one of them killed and restarted every round.
+fn readers_handle_every_verdict_exactly_once(topology: Topology, cmd: &[String], ns: &str) {
+    let deployed = topology.start(ns);
     let keys = Keys::new(ns);
     let out = keys.output_stream();
-    let mut conn = server.connection();
-    let _worker = Worker::start(&server, ns);
+    let mut conn = deployed.connection(ns);
+    let _worker = Worker::start(&deployed.url, ns);
     let dir = tempfile::tempdir().unwrap();
     let total = ROUND * ROUNDS;
     let jsonl: String = (0..total)
@@ -149,7 +151,7 @@ fn readers_handle_every_verdict_exactly_once(cmd: &[String], ns: &str) {
         }
     };
     let mut cmd: Vec<String> = cmd.to_vec();
-    cmd.extend([server.url(), ns.to_owned()]);
+    cmd.extend([deployed.url.clone(), ns.to_owned()]);
 
     // A reader that crashed after reading: verdicts delivered to the killed
     // reader's consumer, never acknowledged.
@@ -241,25 +243,55 @@ fn readers_handle_every_verdict_exactly_once(cmd: &[String], ns: &str) {
     }
 }
 
-#[test]
-fn python_reader_handles_every_verdict_exactly_once_across_kills() {
+fn python_reader_on(topology: Topology) {
     require_python_redis();
     let script = example("readers/python/reader.py");
     readers_handle_every_verdict_exactly_once(
+        topology,
         &["python3".into(), script.to_string_lossy().into_owned()],
         "pyreader",
     );
 }
 
 #[test]
-fn node_reader_handles_every_verdict_exactly_once_across_kills() {
+fn python_reader_handles_every_verdict_exactly_once_across_kills() {
+    python_reader_on(Topology::Standalone);
+}
+
+#[test]
+fn python_reader_handles_every_verdict_exactly_once_on_a_cluster() {
+    python_reader_on(Topology::Cluster);
+}
+
+#[test]
+fn python_reader_handles_every_verdict_exactly_once_behind_sentinel() {
+    python_reader_on(Topology::Sentinel);
+}
+
+fn node_reader_on(topology: Topology) {
     let dir = example("readers/node");
     require_node_packages(&dir);
     readers_handle_every_verdict_exactly_once(
+        topology,
         &[
             "node".into(),
             dir.join("reader.mjs").to_string_lossy().into_owned(),
         ],
         "jsreader",
     );
+}
+
+#[test]
+fn node_reader_handles_every_verdict_exactly_once_across_kills() {
+    node_reader_on(Topology::Standalone);
+}
+
+#[test]
+fn node_reader_handles_every_verdict_exactly_once_on_a_cluster() {
+    node_reader_on(Topology::Cluster);
+}
+
+#[test]
+fn node_reader_handles_every_verdict_exactly_once_behind_sentinel() {
+    node_reader_on(Topology::Sentinel);
 }

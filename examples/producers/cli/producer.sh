@@ -67,8 +67,8 @@ while :; do
   ALL=$(rc --raw XRANGE "$OUT" "($LAST" +)
   n=0
   # Count a source only as the value after a `source` field: an output entry's
-  # own id can equal an input id (both are <ms>-<seq>), and matching any line
-  # once stopped the wait before the last verdict had come.
+  # own id can equal an input id (both are <ms>-<seq>), so a match on any line
+  # could end the wait before the last verdict has come.
   SOURCES=$(printf '%s\n' "$ALL" | awk 'prev == "source" { print } { prev = $0 }')
   for s in "$S1" "$S2" "$S3"; do
     printf '%s\n' "$SOURCES" | grep -qx "$s" && n=$((n + 1))

@@ -3,10 +3,12 @@
 //   npm ci
 //   node reader.mjs [REDIS_URL] [NAMESPACE] [GROUP] [CONSUMER] [ARTICLES.jsonl]
 //
-// REDIS_URL defaults to $REDIS_URL or redis://127.0.0.1:6379/0, NAMESPACE to
-// "default", GROUP to "reader", CONSUMER to "reader-1". ARTICLES.jsonl is what
-// the producer sent, one {"id", "text", ["title"]} object a line: each verdict is
-// joined to its article by `id`.
+// REDIS_URL (a node, any node of a Redis Cluster or several comma-separated,
+// or redis+sentinel://HOST:PORT[,HOST:PORT...]/MASTER) defaults to $REDIS_URL
+// or redis://127.0.0.1:6379/0, NAMESPACE to "default", GROUP to "reader",
+// CONSUMER to "reader-1". ARTICLES.jsonl is what the producer sent, one
+// {"id", "text", ["title"]} object a line: each verdict is joined to its
+// article by `id`.
 //
 // The pattern (docs/protocol.md, "Reading verdicts"):
 // - The service reads simdedup:{NS}:out with a consumer group of its own, so
@@ -22,9 +24,59 @@
 //   crash, never acknowledged), then new ones.
 // Runs until killed; prints what it handled, one line per verdict.
 import { readFileSync } from 'node:fs';
-import { createClient } from 'redis';
+import { createClient, createCluster } from 'redis';
 
 const CONTRACT_VERSION = '1';
+
+// A connected client for REDIS_URL: one node; a Redis Cluster, found by asking
+// the first node given (the cluster client then sends every command to the
+// node that owns its key, following MOVED); or, for
+// redis+sentinel://[USER:PASSWORD@]HOST:PORT[,HOST:PORT...]/MASTER[/DB], the
+// primary that the first sentinel to answer names. It is asked once: after a
+// failover the old primary's errors stop the program, and run again it asks
+// the sentinels anew.
+async function connect(url) {
+  let options = {};
+  const sentinel = /^(rediss?)\+sentinel:\/\/(?:(.*)@)?([^/@]+)\/([^/?]+)(?:\/(\d+))?(?:\?.*)?$/.exec(url);
+  if (sentinel) {
+    const [, scheme, creds, hosts, master, db = '0'] = sentinel;
+    url = null;
+    for (const hostPort of hosts.split(',')) {
+      const [, host, port = '26379'] = /^(.*?)(?::(\d+))?$/.exec(hostPort);
+      const s = createClient({ socket: { host, port: +port, tls: scheme === 'rediss', reconnectStrategy: false } });
+      s.on('error', () => {}); // one that does not answer: ask the next
+      const addr = await s.connect()
+        .then(() => s.sendCommand(['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', master]))
+        .catch(() => null);
+      await s.disconnect().catch(() => {});
+      if (!addr) continue;
+      const h = addr[0].includes(':') ? `[${addr[0]}]` : addr[0]; // IPv6
+      url = `${scheme}://${creds ? `${creds}@` : ''}${h}:${addr[1]}/${db}`;
+      break;
+    }
+    if (!url) throw new Error(`no sentinel of ${hosts} names a primary for ${master}`);
+    options = { socket: { reconnectStrategy: false } }; // a lost primary is an error
+  }
+  const seeds = url.split(',');
+  const client = createClient({ url: seeds[0], ...options });
+  client.on('error', (err) => console.error('redis:', err.message));
+  await client.connect();
+  if (sentinel || !/^cluster_enabled:1/m.test(await client.info('cluster'))) return client;
+  await client.quit();
+  // Every node is reached with the credentials (and TLS) of the first URL.
+  const first = new URL(seeds[0]);
+  const cluster = createCluster({
+    rootNodes: seeds.map((seed) => ({ url: seed })),
+    defaults: {
+      username: decodeURIComponent(first.username) || undefined,
+      password: decodeURIComponent(first.password) || undefined,
+      socket: { tls: first.protocol === 'rediss:' },
+    },
+  });
+  cluster.on('error', (err) => console.error('redis:', err.message));
+  await cluster.connect();
+  return cluster;
+}
 
 const [urlArg, nsArg, groupArg, consumerArg, articlesPath] = process.argv.slice(2);
 const url = urlArg || process.env.REDIS_URL || 'redis://127.0.0.1:6379/0';
@@ -47,9 +99,7 @@ if (articlesPath) {
   }
 }
 
-const client = createClient({ url });
-client.on('error', (err) => console.error('redis:', err.message));
-await client.connect();
+const client = await connect(url);
 
 try {
   // From the start of the retained verdicts ('$' would take only new ones).
@@ -63,7 +113,9 @@ try {
 async function readGroup(cursor) {
   const args = ['XREADGROUP', 'GROUP', group, consumer, 'COUNT', '100'];
   if (cursor === '>') args.push('BLOCK', '2000');
-  const reply = await client.sendCommand([...args, 'STREAMS', out, cursor]);
+  args.push('STREAMS', out, cursor);
+  // A cluster client (it has `masters`) is told the key that routes a command.
+  const reply = await ('masters' in client ? client.sendCommand(out, false, args) : client.sendCommand(args));
   if (!reply || reply.length === 0) return [];
   return reply[0][1].map(([id, flat]) => {
     if (flat === null) return [id, null];
