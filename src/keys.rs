@@ -106,7 +106,15 @@ impl Keys {
 
     /// STRING of the recent records of bucket `label`'s newest
     /// [`RECENT_SLOTS`] handles, [`RECENT_STRIDE`] bytes each, handle `h` at
-    /// slot `h % RECENT_SLOTS` (what a commit reads back).
+    /// slot `h % RECENT_SLOTS` (what a commit reads back). A commit reads the
+    /// records of the inserts since its view with one `GETRANGE` and one byte
+    /// search per key, and looks its id up among those inserts (`HEXISTS`)
+    /// only where a record carries the id's hash; 17 KB a bucket. Worth,
+    /// against reading back the inserts' packed fingerprints (one `HMGET`
+    /// value per handle) and an `HEXISTS` per commit: 54 instead of 62 µs of
+    /// Redis time per check at 1 M (medians of 5 alternated pairs, pair ratio
+    /// 0.86; `simdedup-bench --sizes 1000000 --no-e2e --no-paced`, 330363d
+    /// against 50619d1).
     pub fn recent(&self, label: &str) -> String {
         format!("{}r:{label}", self.prefix)
     }
@@ -126,15 +134,17 @@ impl Keys {
         format!("{}:{}", self.links(label, handle), slot(handle))
     }
 
-    /// SET of the handles (in bucket `label`) of the articles having the
-    /// 16-bit value `value` as block number `position` (0-3, most significant
-    /// first): integers, which Redis keeps as an intset (2-4 bytes a member),
-    /// that name articles ([`Keys::articles`]). A deleted article's handle
-    /// stays (its `a:` element is empty) until the bucket expires. Buckets shaped below [`POSITIONAL_BLOCK_BITS`] share
-    /// one set among the four positions (`b:L:XXXX`: a quarter of the keys,
-    /// which matters when sets are small); larger ones have a set per position
-    /// (`b:L:P:XXXX`: a check reads 4× fewer members, the extra keys cost little
-    /// per article). `lua/prelude.lua`'s `block_key` builds the same names.
+    /// SET of the handles (in bucket `label`) of the articles having the 16-bit
+    /// value `value` as block number `position` (0-3, most significant first):
+    /// integers, which Redis keeps as an intset (2-4 bytes a member), that name
+    /// articles ([`Keys::articles`]). A deleted article's handle stays (its
+    /// `a:` element is empty) until the bucket expires. Buckets shaped below
+    /// [`POSITIONAL_BLOCK_BITS`] share one set among the four positions
+    /// (`b:L:XXXX`: a quarter of the keys, which matters when sets are small);
+    /// larger ones have a set per position (`b:L:P:XXXX`: a lookup by hand,
+    /// `simdedup inspect --block`, reads 4× fewer members; the extra keys cost
+    /// little per article). `lua/prelude.lua`'s `block_key` builds the same
+    /// names.
     pub fn block(&self, label: &str, bits: u32, position: usize, value: u16) -> String {
         if bits >= POSITIONAL_BLOCK_BITS {
             format!("{}b:{label}:{position}:{value:04x}", self.prefix)

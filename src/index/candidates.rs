@@ -372,7 +372,13 @@ impl Candidates {
     /// filed in; the value only makes the reads happen. At millions of
     /// articles nearly every such read misses the CPU's caches: a holder that
     /// files many articles at once touches all their lists first, so that the
-    /// misses are waited for together instead of one after the other.
+    /// misses are waited for together instead of one after the other. Worth:
+    /// a cold view of 10 M articles (`View::apply`, a chunk of 100 touched
+    /// before it is filed) loaded in 0.71 of the time of filing them one by
+    /// one, 18.1–22.0 s against 26.1–30.2 s (median ratio of 6 alternated
+    /// pairs, wall time of
+    /// `simdedup-bench/examples/commit_profile.rs check URL 10000000 NOW 1 1`;
+    /// db96e38 against 2b8cdd5).
     pub(crate) fn touch(&self, keys: &Keys) -> usize {
         fn end<const W: usize>(list: &[[u16; W]]) -> usize {
             list.last().map_or(0, |e| usize::from(e[0]))

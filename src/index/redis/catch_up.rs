@@ -24,7 +24,14 @@ use crate::keys::{slot, HANDLES_PER_CHUNK};
 /// A check on a copy up to this old is still right (the commit validates it
 /// against everything stored since); it only spares most checks the round
 /// trip. What it bounds: another process' deletion reaches this one's checks
-/// at most this much later (its own deletions, at once).
+/// at most this much later (its own deletions, at once). Worth, against a
+/// catch-up before every check: 9,394–9,849 instead of 7,394 checks/s and a
+/// client p50 of 1.42–1.53 instead of 2.13 ms, round trips saved rather than
+/// Redis time (75–78 against 70 µs per check); measured in one change with
+/// own-insert filing ([`View::stored`]) and a reworked id check in the
+/// commit, by `simdedup bench --sizes 1000000 --checks 50000 --no-e2e
+/// --no-progress --replica` (1 M articles, 16 checks in flight; 881f724
+/// against 257e5e4).
 pub(super) const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Chunks per pipeline when fetching new handles (an `LRANGE` of up to 100

@@ -63,7 +63,12 @@ pub(super) struct BucketCheck {
     /// '1' per list the check looked up that was full in the view (the
     /// content list, then each lookup sketch hash's): a full list is never
     /// appended to, so an insert meeting the article only through it
-    /// changes nothing the check found.
+    /// changes nothing the check found. Worth: without the flags a
+    /// boilerplate sketch hash shared by thousands of articles sent about
+    /// 3 % of checks back to decide again for nothing, 1.03 commit calls
+    /// per check instead of 1.00 (`simdedup bench --corpus
+    /// ../shared/data/cctv-news-2022-2025.jsonl --no-progress`, 1 M and 10 M
+    /// articles; 8bc07fa against its parent).
     pub full: String,
 }
 
