@@ -27,7 +27,7 @@
 //! so those rows are shown but not added).
 //!
 //! ```sh
-//! cargo run --release -p simdedup-bench --example card_floor -- --articles 1000000 --checks 50000 \
+//! cargo run --release -p simdedup-bench --features examples --example card_floor -- --articles 1000000 --checks 50000 \
 //!     --concurrency 16 --layout positional
 //! ```
 

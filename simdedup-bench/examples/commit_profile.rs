@@ -5,7 +5,7 @@
 //! by 30 % between runs minutes apart).
 //!
 //! ```sh
-//! cargo build --release -p simdedup-bench --example commit_profile
+//! cargo build --release -p simdedup-bench --features examples --example commit_profile
 //! E=target/release/examples/commit_profile
 //! redis-server --port 7001 --save "" --appendonly no --dir /tmp/cp &
 //! $E fill redis://127.0.0.1:7001 200000 1700000000000    # prints nothing but progress

@@ -9,7 +9,7 @@
 //! commandstats` (EVALSHA usec_per_call, commands run per check) and client-side
 //! latency percentiles.
 //!
-//! cargo run --release -p simdedup-bench --example redis_index_bench -- [N] [concurrency] [bucket_hours] [M] [preload]
+//! cargo run --release -p simdedup-bench --features examples --example redis_index_bench -- [N] [concurrency] [bucket_hours] [M] [preload]
 //!
 //! `preload` fills the first N − M articles with `RedisIndex::preload` (pipelined
 //! inserts that skip the check: for 10 M, where checking everything would take

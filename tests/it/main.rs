@@ -4,7 +4,7 @@
 //! its own because it sets `SSL_CERT_FILE` for its whole process.
 //!
 //! Run one file's tests with its module path as the filter:
-//! `cargo test --release --test it ha_cluster::`.
+//! `cargo test --profile ci --test it ha_cluster::`.
 //!
 //! The helper modules keep their folders beside this one (`tests/support`
 //! also serves `tests/tls.rs`). Every test starts its own `redis-server` (and

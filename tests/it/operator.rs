@@ -429,22 +429,24 @@ fn inspect_has_one_shape_in_hex_and_exits_1_for_an_unknown_id() {
 }
 
 /// An example program's binary, built with the tests by `cargo test`; built
-/// here when a narrower run left it out.
+/// here, with the tests' profile, when a narrower run left it out.
 fn example(name: &str) -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_simdedup"))
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name);
+    let dir = Path::new(env!("CARGO_BIN_EXE_simdedup")).parent().unwrap();
+    let bin = dir.join("examples").join(name);
     if !bin.exists() {
+        // target/PROFILE/, where the dev profile's folder is "debug".
+        let profile = match dir.file_name().unwrap().to_str().unwrap() {
+            "debug" => "dev",
+            other => other,
+        };
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let ok = Command::new(cargo)
-            .args(["build", "--release", "--example", name])
+            .args(["build", "--profile", profile, "--example", name])
             .current_dir(root())
             .status()
             .unwrap()
             .success();
-        assert!(ok, "cargo build --release --example {name}");
+        assert!(ok, "cargo build --profile {profile} --example {name}");
     }
     bin
 }
