@@ -12,7 +12,7 @@
 //! candidates, so:
 //! - the candidate index (`index/candidates.rs`) files and finds by them;
 //! - a worker may decide two such articles in either order, at once
-//!   (`src/worker/mod.rs`);
+//!   (`src/worker/batch.rs`);
 //! - `lua/commit.lua` counts an article inserted since a worker's view as a
 //!   conflict exactly when [`Keys::meets`] says so for its packed fingerprint
 //!   (the script receives the lookup count from [`Keys::lookup`]).

@@ -45,7 +45,7 @@ pub struct WorkerConfig {
     pub index_concurrency: usize,
     /// When `ordered`: index calls of a batch in flight at once. A check waits
     /// for every earlier entry of the batch whose article could be its
-    /// candidate (or share its id) to be decided (`may_interact` in `worker/mod.rs`); checks
+    /// candidate (or share its id) to be decided (`may_interact` in `worker/batch.rs`); checks
     /// that cannot meet go together, so verdicts stay those of one after
     /// another while the round trips overlap. A query or a delete waits for
     /// everything before it. 1: one call at a time.

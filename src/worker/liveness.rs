@@ -19,15 +19,20 @@
 //! time to refresh its own before anyone is judged dead.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, Value};
 
+use crate::index::Index;
 use crate::keys::Keys;
+use crate::transient;
 
+use super::health::Trouble;
 use super::order::{oldest_of, StreamId};
-use super::stream::{add_deleted, parse_entry_list, RawEntry, ReplyError};
+use super::shared::Shared;
+use super::stream::{add_deleted, parse_entry_list, reply_error, RawEntry, ReplyError};
 
 static RECLAIM_SOURCE: &str = include_str!("../../lua/reclaim.lua");
 
@@ -133,7 +138,7 @@ impl Liveness {
             .arg(&self.group)
             .query_async(conn)
             .await?;
-        let consumers = parse_xinfo_consumers(&reply).map_err(super::reply_error)?;
+        let consumers = parse_xinfo_consumers(&reply).map_err(reply_error)?;
         let mut suspects: Vec<Consumer> = consumers
             .into_iter()
             .filter(|c| c.name != self.consumer && (c.pending > 0 || c.idle_ms >= self.ttl_ms))
@@ -177,7 +182,32 @@ impl Liveness {
             .arg(count)
             .invoke_async(conn)
             .await?;
-        parse_reclaim(&reply).map_err(super::reply_error)
+        parse_reclaim(&reply).map_err(reply_error)
+    }
+}
+
+/// Refresh the liveness key every third of its TTL until aborted. A refresh
+/// that fails is not retried: the next beat comes soon, and two may fail
+/// before peers take over. A transient failure makes the worker not ready
+/// like any other (so `/readyz` shows an outage even with no traffic).
+pub(super) async fn heartbeat<I: Index>(shared: Arc<Shared<I>>, liveness: Liveness) {
+    let mut trouble: Option<Trouble> = None;
+    let mut tick = tokio::time::interval(liveness.beat_interval());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let mut c = shared.conn.clone();
+        match liveness.beat(&mut c).await {
+            Ok(()) => trouble = None,
+            Err(e) if transient::is_transient(&e) => {
+                shared.metrics.redis_errors.inc();
+                shared.failing(&mut trouble, transient::reason(&e));
+            }
+            Err(e) => {
+                shared.metrics.redis_errors.inc();
+                tracing::warn!(error = %e, "refreshing the liveness key failed");
+            }
+        }
     }
 }
 

@@ -162,6 +162,11 @@ pub fn parse_entry(entry: &RawEntry, max_text_bytes: usize) -> Result<Request, R
 #[error("unexpected Redis reply shape: {0}")]
 pub struct ReplyError(pub String);
 
+/// A reply of the wrong shape, as the Redis error the caller returns.
+pub(super) fn reply_error(e: ReplyError) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "stream reply", e.0))
+}
+
 fn bytes(v: &Value) -> Option<Vec<u8>> {
     into_bytes(v.clone())
 }
