@@ -126,6 +126,11 @@ impl<I: Index + 'static> Reader<I> {
                     drop((held, takeover_hold));
                     break Some(e);
                 }
+                Err(e) if e.code() == Some("NOGROUP") => {
+                    drop((held, takeover_hold));
+                    self.group_gone(seen, shutdown).await;
+                    continue;
+                }
                 Err(e) => {
                     self.read_failed(&e);
                     // A read whose reply was lost may have delivered entries
@@ -146,6 +151,21 @@ impl<I: Index + 'static> Reader<I> {
         };
         self.trouble = None;
         refused
+    }
+
+    /// The group is gone with the stream, from whichever call met it first
+    /// (a read, a scan of pending entries): deleted, flushed, or lost in a
+    /// failover to a replica that never had it. Create it again (entries
+    /// added since are read from the start of the stream).
+    async fn group_gone(&mut self, seen: u64, shutdown: &mut Shutdown) {
+        tracing::warn!(
+            "the input stream's consumer group is gone (deleted, flushed, or lost in a failover): creating it again"
+        );
+        let (stream, group) = (&self.shared.stream, &self.shared.config.group);
+        if let Err(e) = ensure_group(&mut self.conn, stream, group).await {
+            self.read_failed(&e);
+            self.pause_after_failure(seen, shutdown).await;
+        }
     }
 
     /// A batch's permits: from `permits`, or, once a scan is due, from
@@ -309,15 +329,7 @@ impl<I: Index + 'static> Reader<I> {
             cmd.arg("BLOCK").arg(cfg.block_ms);
         }
         cmd.arg("STREAMS").arg(stream).arg(id);
-        let reply: Value = match cmd.query_async(&mut self.conn).await {
-            Ok(v) => v,
-            // The group vanished (stream deleted, FLUSHALL): recreate it and go on.
-            Err(e) if e.code() == Some("NOGROUP") => {
-                ensure_group(&mut self.conn, stream, &cfg.group).await?;
-                return Ok(Vec::new());
-            }
-            Err(e) => return Err(e),
-        };
+        let reply: Value = cmd.query_async(&mut self.conn).await?;
         let mut entries = parse_xreadgroup(reply).map_err(reply_error)?;
         if id != ">" && !entries.is_empty() {
             self.fill_deliveries(&mut entries).await?;

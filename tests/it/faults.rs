@@ -550,6 +550,33 @@ fn redis_killed_and_restarted_from_its_aof() {
     wait_until("workers ready again", LIMIT, || a.ready() && b.ready());
 }
 
+/// Redis killed mid-stream and started again without its data (no
+/// persistence; as after a failover to a replica that had not synced yet):
+/// the running workers create the consumer group again, load their views
+/// again, and answer a new feed exactly once, one kept per group.
+#[test]
+fn redis_restarted_without_its_data() {
+    let mut redis = Redis::start_with(&["--save", "", "--appendonly", "no"]);
+    let keys = Keys::new("emptied");
+    let mut conn = redis.connection();
+    let a = Worker::spawn(&redis, "emptied", "a");
+    let b = Worker::spawn(&redis, "emptied", "b");
+    wait_ready(&[&a, &b]);
+    let total = feed(&mut conn, &keys);
+    wait_until("a quarter answered", LIMIT, || {
+        outputs(&mut conn, &keys) >= total / 4
+    });
+    redis.kill();
+    wait_until("workers see the outage", LIMIT, || !a.ready() && !b.ready());
+    redis.restart();
+    let mut conn = redis.connection();
+    let keys_left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(keys_left.is_empty(), "restarted empty: {keys_left:?}");
+    assert_eq!(feed(&mut conn, &keys), total);
+    assert_all_answered_once(&mut conn, &keys, total);
+    wait_until("workers ready again", LIMIT, || a.ready() && b.ready());
+}
+
 /// Every client connection killed, again and again, while articles flow.
 #[test]
 fn client_kill_storm() {

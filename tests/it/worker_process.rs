@@ -1053,3 +1053,47 @@ fn pipeline_depths_decide_alike_and_zero_is_refused() {
         }
     }
 }
+
+/// Redis emptied under running workers (`FLUSHALL`; as after a failover to a
+/// replica that had not synced yet): they create the consumer group again,
+/// load their views again, and answer what comes next, one kept per group.
+#[test]
+fn running_workers_carry_on_after_redis_is_emptied() {
+    let server = RedisServer::start();
+    let keys = Keys::new("emptied");
+    let mut conn = server.connection();
+    let (pa, pb) = (free_port(), free_port());
+    let _a = spawn_worker_with(&server, "emptied", "a", pa, "redis");
+    let _b = spawn_worker_with(&server, "emptied", "b", pb, "redis");
+    let ready = || {
+        [pa, pb]
+            .iter()
+            .all(|&p| http_get(p, "/readyz").map(|r| r.0) == Some(200))
+    };
+    wait_until("both ready", LIMIT, ready);
+    let feed = |conn: &mut redis::Connection, variants: std::ops::Range<u64>| {
+        for v in variants {
+            for g in 0..5u64 {
+                let (id, text) = (format!("g{g}-v{v}"), article_text(g, v));
+                xadd(
+                    conn,
+                    &keys,
+                    &[("id", id.as_bytes()), ("text", text.as_bytes())],
+                );
+            }
+        }
+    };
+    feed(&mut conn, 0..1);
+    wait_until("5 outputs", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= 5
+    });
+    let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+    feed(&mut conn, 1..4);
+    wait_until("15 outputs after the flush", LIMIT, || {
+        xlen(&mut conn, &keys.output_stream()) >= 15 && pending(&mut conn, &keys, "simdedup") == 0
+    });
+    let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
+    assert_eq!(outputs.len(), 15);
+    assert_one_kept_per_group(&outputs, 5);
+    wait_until("both ready after the flush", LIMIT, ready);
+}
