@@ -17,9 +17,11 @@ checks:
   ready         both workers alive and /readyz 200 at the end.
 
 Writes the primary accepted but did not replicate before the switch are lost
-with the old primary (inputs and verdicts alike, `lost` counts the inputs
-produce reported added that are gone); `simdedup produce --wait-replicas 1`
-prevents that, at the cost docs/benchmarks.md gives.
+with the old primary (inputs and verdicts alike; `lost` counts the inputs
+produce reported added that are gone); with --wait-replicas 1 (given to
+produce and the workers) produce sends again what no replica acknowledged
+(`sent_twice`: entries of an id the new primary holds twice, each answered,
+the second with the stored verdict), at the cost docs/benchmarks.md gives.
 
 Usage:
   scripts/sentinel_drill.py --binary target/release/simdedup \\
@@ -129,11 +131,11 @@ class Topology:
 
 
 class Worker:
-    def __init__(self, binary, url, log):
+    def __init__(self, binary, url, log, wait_replicas):
         self.http = free_port()
         self.proc = subprocess.Popen(
             [binary, "worker", "--redis-url", url, "--namespace", NS, "--index", "redis",
-             "--http-addr", f"127.0.0.1:{self.http}"],
+             "--http-addr", f"127.0.0.1:{self.http}", "--wait-replicas", str(wait_replicas)],
             env={**os.environ, "SIMDEDUP_LOG": "warn"}, stdout=subprocess.DEVNULL, stderr=log)
 
     def readyz(self):
@@ -167,12 +169,13 @@ def run_once(args, data_path, n, run, keep):
         workers = []
         try:
             url = topo.url()
-            workers = [Worker(args.binary, url, log) for _ in range(2)]
+            workers = [Worker(args.binary, url, log, args.wait_replicas) for _ in range(2)]
             wait(lambda: all(w.readyz() == 200 for w in workers), 120, "workers ready")
             old = topo.primary_port()
             produce = subprocess.Popen(
                 [args.binary, "produce", data_path, "--redis-url", url, "--namespace", NS,
-                 "--rate", str(args.rate), "--no-progress"],
+                 "--rate", str(args.rate), "--no-progress",
+                 "--wait-replicas", str(args.wait_replicas)],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             time.sleep(n / args.rate / 2)
             t_fault = time.time()
@@ -208,8 +211,10 @@ def run_once(args, data_path, n, run, keep):
             result = {
                 "run": run,
                 "fault": "kill" if args.kill else "failover",
+                "wait_replicas": args.wait_replicas,
                 "inputs_kept": len(inputs),
-                "lost": n - len(inputs),
+                "lost": n - len(ids),
+                "sent_twice": len(inputs) - len(ids),
                 "produce_said": said.strip().splitlines()[-1] if said.strip() else "",
                 "exactly_once": len(outs) == len(inputs) and set(sources) == {e for e, _ in inputs},
                 "kept_twice": kept_twice,
@@ -235,6 +240,8 @@ def main():
     p.add_argument("--rate", type=int, default=400)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--kill", action="store_true", help="SIGKILL the primary instead")
+    p.add_argument("--wait-replicas", type=int, default=0,
+                   help="passed to produce (and to the workers): replicas each write waits for")
     p.add_argument("--keep", help="directory for each run's log")
     args = p.parse_args()
     if args.keep:
