@@ -146,11 +146,14 @@ impl Metrics {
     /// without `_total`: the exposition adds it. The crate ends each help text
     /// with a period.
     fn registered(mut self) -> Metrics {
+        self.register_counters();
+        self.register_gauges();
+        self.register_histograms();
+        self
+    }
+
+    fn register_counters(&mut self) {
         let r = &mut self.registry;
-        let commit_help = format!(
-            "Time of one ack-and-emit script call (up to {} entries of a batch)",
-            super::commit::ENTRIES_PER_CALL
-        );
         r.register(
             "simdedup_articles",
             "Output entries written, by verdict and deciding signal",
@@ -225,6 +228,10 @@ impl Metrics {
         ] {
             r.register(name, help, c.clone());
         }
+    }
+
+    fn register_gauges(&mut self) {
+        let r = &mut self.registry;
         for (name, help, g) in [
             (
                 "simdedup_pending",
@@ -244,6 +251,14 @@ impl Metrics {
         ] {
             r.register(name, help, g.clone());
         }
+    }
+
+    fn register_histograms(&mut self) {
+        let commit_help = format!(
+            "Time of one ack-and-emit script call (up to {} entries of a batch)",
+            super::commit::ENTRIES_PER_CALL
+        );
+        let r = &mut self.registry;
         for (name, help, h) in [
             (
                 "simdedup_fingerprint_seconds",
@@ -269,7 +284,6 @@ impl Metrics {
         ] {
             r.register(name, help, h.0.clone());
         }
-        self
     }
 
     /// Count one output entry by verdict and, for duplicates, signal.

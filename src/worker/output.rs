@@ -158,35 +158,7 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
             if let Some(len) = id_cut {
                 out.push(("truncated", format!("id:{len}").into_bytes()));
             }
-            // The original fields, each cut to its bound: a rejected 20 MB
-            // text costs its dead letter 1 KiB.
-            let original = entry.fields.as_deref().unwrap_or_default();
-            let kept = original.len().min(MAX_DEAD_LETTER_FIELDS);
-            let dropped = original.len() - kept;
-            let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(kept + 6);
-            let mut cuts = Cuts::default();
-            for (name, value) in &original[..kept] {
-                let (name, name_cut) = prefix(name, MAX_COPIED_FIELD_BYTES);
-                let (copied, value_cut) = prefix(value, copy_limit(name));
-                if name_cut || value_cut {
-                    cuts.note(name, value.len());
-                }
-                fields.push((name.to_vec(), copied.to_vec()));
-            }
-            if dropped > 0 {
-                fields.push((b"fields_dropped".to_vec(), dropped.to_string().into_bytes()));
-            }
-            if !cuts.0.is_empty() {
-                fields.push((b"truncated".to_vec(), cuts.0));
-            }
-            fields.push((b"reason".to_vec(), why.to_string().into_bytes()));
-            fields.push((b"code".to_vec(), why.code().into()));
-            fields.push((
-                b"deliveries".to_vec(),
-                entry.deliveries.to_string().into_bytes(),
-            ));
-            fields.push((b"source".to_vec(), entry.id.clone().into_bytes()));
-            dead = Some(fields);
+            dead = Some(dead_letter(entry, why));
         }
     }
     out.push(("source", entry.id.clone().into_bytes()));
@@ -196,6 +168,39 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
         output: out,
         dead,
     }
+}
+
+/// The dead letter of a rejected entry: its original fields, each cut to its
+/// bound (a rejected 20 MB text costs its dead letter 1 KiB), then why, how
+/// often it was delivered and where it came from.
+fn dead_letter(entry: &RawEntry, why: &Rejection) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let original = entry.fields.as_deref().unwrap_or_default();
+    let kept = original.len().min(MAX_DEAD_LETTER_FIELDS);
+    let dropped = original.len() - kept;
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(kept + 6);
+    let mut cuts = Cuts::default();
+    for (name, value) in &original[..kept] {
+        let (name, name_cut) = prefix(name, MAX_COPIED_FIELD_BYTES);
+        let (copied, value_cut) = prefix(value, copy_limit(name));
+        if name_cut || value_cut {
+            cuts.note(name, value.len());
+        }
+        fields.push((name.to_vec(), copied.to_vec()));
+    }
+    if dropped > 0 {
+        fields.push((b"fields_dropped".to_vec(), dropped.to_string().into_bytes()));
+    }
+    if !cuts.0.is_empty() {
+        fields.push((b"truncated".to_vec(), cuts.0));
+    }
+    fields.push((b"reason".to_vec(), why.to_string().into_bytes()));
+    fields.push((b"code".to_vec(), why.code().into()));
+    fields.push((
+        b"deliveries".to_vec(),
+        entry.deliveries.to_string().into_bytes(),
+    ));
+    fields.push((b"source".to_vec(), entry.id.clone().into_bytes()));
+    fields
 }
 
 #[cfg(test)]
