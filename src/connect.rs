@@ -40,7 +40,16 @@ use crate::transient::is_transient;
 /// Why no connection could be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// The URL cannot work however long one waits.
+    /// The URL setting is malformed.
+    #[error("bad Redis URL {url}: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: UrlError,
+    },
+    /// The URL cannot work however long one waits: the Redis client refuses
+    /// it, or the server refuses the connection (a wrong password). `reason`
+    /// is the client's message, scrubbed of the URL's secrets.
     #[error("bad Redis URL {url}: {reason}")]
     Config { url: String, reason: String },
     /// Redis (or every sentinel) did not answer: worth a retry.
@@ -120,8 +129,34 @@ pub const INSECURE_REFUSED: &str = "a URL ending in #insecure (TLS without check
     certificate) is refused: to trust a server whose certificate a private CA signed, set \
     SSL_CERT_FILE to a PEM file with that CA";
 
-fn parse(url: &str) -> Result<Target, String> {
+/// What is malformed in a Redis URL setting. The parts of the URL it quotes
+/// are scrubbed of the URL's secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// A URL ending in `#insecure`: TLS that skips the certificate's check.
+    #[error("{}", INSECURE_REFUSED)]
+    Insecure,
+    #[error("empty Redis URL")]
+    Empty,
+    /// A Sentinel URL without the name of the primary's group.
+    #[error("no master name: use redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER_NAME")]
+    NoMasterName,
+    /// A sentinel's `HOST:PORT` whose port is not a number.
+    #[error("bad sentinel port in {0:?}")]
+    SentinelPort(String),
+    /// The sentinels' list, one of whose hosts is empty.
+    #[error("empty sentinel host in {0:?}")]
+    SentinelHost(String),
+    #[error("bad database number {0:?}")]
+    Database(String),
+    /// A query parameter a Sentinel URL does not take.
+    #[error("unknown parameter {0:?} (sentinel_username, sentinel_password)")]
+    Parameter(String),
+}
+
+fn parse(url: &str) -> Result<Target, UrlError> {
     let url = url.trim();
+    let quote = |part: &str| scrub(part, url);
     // Certificates are always checked: the redis crate would turn the check
     // off for `#insecure` (its `tls-rustls-insecure` feature, not built in);
     // refused here by name rather than by the crate's generic error.
@@ -129,7 +164,7 @@ fn parse(url: &str) -> Result<Target, String> {
         .split(',')
         .any(|u| u.trim().to_ascii_lowercase().ends_with("#insecure"))
     {
-        return Err(INSECURE_REFUSED.into());
+        return Err(UrlError::Insecure);
     }
     let (tls, rest) = if let Some(r) = url.strip_prefix("redis+sentinel://") {
         (false, r)
@@ -143,7 +178,7 @@ fn parse(url: &str) -> Result<Target, String> {
             .map(str::to_owned)
             .collect();
         if seeds.is_empty() {
-            return Err("empty Redis URL".into());
+            return Err(UrlError::Empty);
         }
         return Ok(Target::Nodes(seeds));
     };
@@ -154,9 +189,7 @@ fn parse(url: &str) -> Result<Target, String> {
         Some((u, r)) => (Some(u), r),
         None => (None, rest),
     };
-    let (hosts, path) = rest
-        .split_once('/')
-        .ok_or("no master name: use redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER_NAME")?;
+    let (hosts, path) = rest.split_once('/').ok_or(UrlError::NoMasterName)?;
     let (username, password) = match userinfo {
         None => (None, None),
         Some(u) => match u.split_once(':') {
@@ -174,28 +207,24 @@ fn parse(url: &str) -> Result<Target, String> {
                 Some((host, port)) => (
                     host,
                     port.parse::<u16>()
-                        .map_err(|_| format!("bad sentinel port in {h:?}"))?,
+                        .map_err(|_| UrlError::SentinelPort(quote(h)))?,
                 ),
                 None => (h, 26379),
             };
             if host.is_empty() {
-                return Err(format!("empty sentinel host in {hosts:?}"));
+                return Err(UrlError::SentinelHost(quote(hosts)));
             }
             Ok((host.to_owned(), port))
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let mut parts = path.splitn(2, '/');
     let master = percent_decode(parts.next().unwrap_or_default());
     if master.is_empty() {
-        return Err(
-            "no master name: use redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER_NAME".into(),
-        );
+        return Err(UrlError::NoMasterName);
     }
     let db = match parts.next().filter(|d| !d.is_empty()) {
         None => 0,
-        Some(d) => d
-            .parse()
-            .map_err(|_| format!("bad database number {d:?}"))?,
+        Some(d) => d.parse().map_err(|_| UrlError::Database(quote(d)))?,
     };
     let mut target = SentinelTarget {
         sentinels,
@@ -212,11 +241,7 @@ fn parse(url: &str) -> Result<Target, String> {
         match k {
             "sentinel_username" => target.sentinel_username = Some(percent_decode(v)),
             "sentinel_password" => target.sentinel_password = Some(percent_decode(v)),
-            _ => {
-                return Err(format!(
-                    "unknown parameter {k:?} (sentinel_username, sentinel_password)"
-                ))
-            }
+            _ => return Err(UrlError::Parameter(quote(k))),
         }
     }
     Ok(Target::Sentinel(target))
@@ -225,15 +250,14 @@ fn parse(url: &str) -> Result<Target, String> {
 /// Check a URL setting's form without connecting: what a process checks at
 /// start, so that a typo fails at once instead of being retried.
 pub fn validate_url(url: &str) -> Result<(), String> {
-    let checked = match parse(url).map_err(|e| scrub(&e, url))? {
+    match parse(url).map_err(|e| e.to_string())? {
         Target::Nodes(seeds) => seeds.iter().try_for_each(|seed| {
             redis::Client::open(seed.as_str())
                 .map(drop)
-                .map_err(|e| format!("bad Redis URL {}: {e}", redact_url(seed)))
+                .map_err(|e| scrub(&format!("bad Redis URL {}: {e}", redact_url(seed)), url))
         }),
         Target::Sentinel(_) => Ok(()),
-    };
-    checked.map_err(|e| scrub(&e, url))
+    }
 }
 
 impl Conn {
@@ -248,7 +272,11 @@ impl Conn {
             url: shown.clone(),
             source,
         };
-        match parse(url).map_err(bad)? {
+        let malformed = |source| ConnectError::Url {
+            url: shown.clone(),
+            source,
+        };
+        match parse(url).map_err(malformed)? {
             Target::Sentinel(t) => {
                 let conn = SentinelConn::new(&t, options).map_err(|e| bad(e.to_string()))?;
                 conn.current().await.map_err(down)?;
@@ -673,25 +701,6 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc % 16384
 }
 
-/// What to do about a failed Redis connection, judged from the error's text, when
-/// there is something specific to say (today: TLS certificates on `rediss://`).
-pub fn connection_advice(error: &str) -> Option<&'static str> {
-    let e = error.to_ascii_lowercase();
-    (e.contains("certificate") || e.contains("unknownissuer")).then_some(
-        "the server's TLS certificate is not trusted: set SSL_CERT_FILE to a PEM \
-         file with the CA that signed it",
-    )
-}
-
-/// `error`, followed by [`connection_advice`] when there is any.
-pub fn with_connection_advice(error: impl std::fmt::Display) -> String {
-    let text = error.to_string();
-    match connection_advice(&text) {
-        Some(advice) => format!("{text} (hint: {advice})"),
-        None => text,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -720,7 +729,7 @@ mod tests {
             parse(" redis://a:1/ , rediss://b:2/,").unwrap(),
             Target::Nodes(vec!["redis://a:1/".into(), "rediss://b:2/".into()])
         );
-        assert!(parse(" , ").is_err());
+        assert_eq!(parse(" , "), Err(UrlError::Empty));
     }
 
     #[test]
@@ -755,15 +764,26 @@ mod tests {
     #[test]
     fn bad_sentinel_urls_say_why() {
         for (url, why) in [
-            ("redis+sentinel://h:1", "no master name"),
-            ("redis+sentinel://h:1/", "no master name"),
-            ("redis+sentinel://h:x/m", "bad sentinel port"),
-            ("redis+sentinel://h:1,:2/m", "empty sentinel host"),
-            ("redis+sentinel://h:1/m/zero", "bad database number"),
-            ("redis+sentinel://h:1/m?password=x", "unknown parameter"),
+            ("redis+sentinel://h:1", UrlError::NoMasterName),
+            ("redis+sentinel://h:1/", UrlError::NoMasterName),
+            (
+                "redis+sentinel://h:x/m",
+                UrlError::SentinelPort("h:x".into()),
+            ),
+            (
+                "redis+sentinel://h:1,:2/m",
+                UrlError::SentinelHost("h:1,:2".into()),
+            ),
+            (
+                "redis+sentinel://h:1/m/zero",
+                UrlError::Database("zero".into()),
+            ),
+            (
+                "redis+sentinel://h:1/m?password=x",
+                UrlError::Parameter("password".into()),
+            ),
         ] {
-            let e = parse(url).unwrap_err();
-            assert!(e.contains(why), "{url}: {e}");
+            assert_eq!(parse(url), Err(why), "{url}");
         }
     }
 

@@ -154,34 +154,43 @@ impl Default for DecisionConfig {
     }
 }
 
+/// A decision setting out of its range, named with its value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DecisionConfigError {
+    #[error("max_distance = {0} but the 4 × 16-bit block index only guarantees finding distances ≤ {MAX_PIGEONHOLE_DISTANCE}")]
+    MaxDistance(u32),
+    #[error("sentence_max_distance = {0} but a 64-bit hash differs in at most 64 bits")]
+    SentenceMaxDistance(u32),
+    #[error("lookup_signatures = {0} but it must be 1 to {MAX_LOOKUP_SIGNATURES}")]
+    LookupSignatures(usize),
+    #[error("window_ms must be positive")]
+    WindowMs,
+    #[error("template_min_agreement = {0} but an agreement is a share (0 to 1)")]
+    TemplateMinAgreement(f64),
+}
+
 impl DecisionConfig {
     /// Check the thresholds make sense together.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), DecisionConfigError> {
         if self.max_distance > MAX_PIGEONHOLE_DISTANCE {
-            return Err(format!(
-                "max_distance = {} but the 4 × 16-bit block index only guarantees finding distances ≤ {MAX_PIGEONHOLE_DISTANCE}",
-                self.max_distance
-            ));
+            return Err(DecisionConfigError::MaxDistance(self.max_distance));
         }
         if self.sentence_max_distance > 64 {
-            return Err(format!(
-                "sentence_max_distance = {} but a 64-bit hash differs in at most 64 bits",
-                self.sentence_max_distance
+            return Err(DecisionConfigError::SentenceMaxDistance(
+                self.sentence_max_distance,
             ));
         }
         if !(1..=MAX_LOOKUP_SIGNATURES).contains(&self.lookup_signatures) {
-            return Err(format!(
-                "lookup_signatures = {} but it must be 1 to {MAX_LOOKUP_SIGNATURES}",
-                self.lookup_signatures
+            return Err(DecisionConfigError::LookupSignatures(
+                self.lookup_signatures,
             ));
         }
         if self.window_ms == 0 {
-            return Err("window_ms must be positive".into());
+            return Err(DecisionConfigError::WindowMs);
         }
         if !(0.0..=1.0).contains(&self.template_min_agreement) {
-            return Err(format!(
-                "template_min_agreement = {} but an agreement is a share (0 to 1)",
-                self.template_min_agreement
+            return Err(DecisionConfigError::TemplateMinAgreement(
+                self.template_min_agreement,
             ));
         }
         Ok(())
@@ -819,7 +828,9 @@ mod tests {
             max_distance: 4,
             ..Default::default()
         };
-        assert!(cfg.validate().unwrap_err().contains("≤ 3"));
+        let e = cfg.validate().unwrap_err();
+        assert_eq!(e, DecisionConfigError::MaxDistance(4));
+        assert!(e.to_string().contains("≤ 3"), "{e}");
         assert!(DecisionConfig::default().validate().is_ok());
     }
 

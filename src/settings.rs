@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::article::DEFAULT_MAX_TEXT_BYTES;
-use crate::decision::DecisionConfig;
+use crate::decision::{DecisionConfig, DecisionConfigError};
 use crate::fingerprint::{FingerprintConfig, Fingerprinter};
 use crate::idf::{IdfError, IdfTable};
 use crate::redact::redact_url;
@@ -88,6 +88,8 @@ pub enum SettingsError {
     Load(#[from] config::ConfigError),
     #[error("configuration: {0}")]
     Invalid(String),
+    #[error("configuration: {0}")]
+    Decision(#[from] DecisionConfigError),
     #[error(transparent)]
     Idf(#[from] IdfError),
     #[error("configuration: cannot write it as TOML")]
@@ -164,7 +166,7 @@ impl Settings {
                 self.fingerprint.signatures
             )));
         }
-        self.decision.validate().map_err(SettingsError::Invalid)?;
+        self.decision.validate()?;
         if self.max_text_bytes == 0 {
             return Err(SettingsError::Invalid(
                 "max_text_bytes must be positive".into(),

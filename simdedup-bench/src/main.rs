@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser};
 
+use simdedup::cli::advice::with_advice;
 use simdedup::cli::{init_tracing, parse_rate, runtime, LogFormat};
 use simdedup_bench::{report, BenchOptions};
 
@@ -53,7 +54,8 @@ fn main() -> std::process::ExitCode {
     match run(cli.bench) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("simdedup-bench: error: {e:#}");
+            let text = with_advice(format!("{e:#}"), e.as_ref());
+            eprintln!("simdedup-bench: error: {text}");
             std::process::ExitCode::FAILURE
         }
     }

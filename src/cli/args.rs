@@ -197,12 +197,10 @@ impl RedisCommon {
 }
 
 /// `--window-hours`: a positive number of hours, as milliseconds.
-fn hours_as_ms(s: &str) -> Result<u64, String> {
+fn hours_as_ms(s: &str) -> Result<u64> {
     match s.parse::<f64>() {
         Ok(h) if h > 0.0 && h.is_finite() => Ok((h * 3_600_000.0) as u64),
-        _ => Err(format!(
-            "'{s}' is not a window: give a positive number of hours (e.g. 48)"
-        )),
+        _ => anyhow::bail!("'{s}' is not a window: give a positive number of hours (e.g. 48)"),
     }
 }
 

@@ -28,15 +28,13 @@ pub struct InspectArgs {
 }
 
 /// A block value: 1 to 4 hex digits.
-fn parse_block(s: &str) -> Result<u16, String> {
+fn parse_block(s: &str) -> Result<u16> {
     let digits = s.strip_prefix("0x").unwrap_or(s);
-    if digits.is_empty() || digits.len() > 4 {
-        return Err(format!(
-            "{s:?} is not a 16-bit block: give 4 hex digits, e.g. a8ce"
-        ));
-    }
-    u16::from_str_radix(digits, 16)
-        .map_err(|_| format!("{s:?} is not a 16-bit block: give 4 hex digits, e.g. a8ce"))
+    (1..=4)
+        .contains(&digits.len())
+        .then(|| u16::from_str_radix(digits, 16).ok())
+        .flatten()
+        .ok_or_else(|| anyhow::anyhow!("{s:?} is not a 16-bit block: give 4 hex digits, e.g. a8ce"))
 }
 
 pub fn run(args: InspectArgs) -> Result<()> {

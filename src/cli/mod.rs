@@ -5,7 +5,11 @@
 //! Flags that are settings are not copied into [`Settings`]
 //! field by field: the flag structs serialize to the settings' own keys, and
 //! [`args`] layers them over the file and the environment through `config`.
+//!
+//! An error is printed by `src/main.rs` with [`error_text`]: its causes on one
+//! line, then what to do about it ([`advice`]).
 
+pub mod advice;
 pub mod args;
 pub mod config;
 pub mod delete;
@@ -26,7 +30,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::connect::with_connection_advice;
 use crate::connect::{Conn, ConnectOptions};
 use crate::settings::Settings;
 
@@ -75,13 +78,14 @@ pub fn is_broken_pipe(error: &anyhow::Error) -> bool {
 }
 
 /// `error` and its causes on one line, `outer: inner`, leaving out a cause
-/// whose text the message before it already ends with (errors that print
-/// their source themselves would otherwise say it twice).
+/// whose text the message before it already holds (errors that print their
+/// source themselves would otherwise say it twice), then what to do about
+/// it ([`advice::with_advice`]).
 pub fn error_text(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let part = cause.to_string();
-        if text.ends_with(&part) {
+        if text.contains(&part) {
             continue;
         }
         if !text.is_empty() {
@@ -89,7 +93,7 @@ pub fn error_text(error: &anyhow::Error) -> String {
         }
         text.push_str(&part);
     }
-    text
+    advice::with_advice(text, error.as_ref())
 }
 
 /// `path` for reading, standard input for `None` or `-`; with the file's size
@@ -128,18 +132,16 @@ pub async fn connect(s: &Settings) -> Result<Conn> {
         response_timeout: std::time::Duration::from_millis(s.worker.command_timeout_ms),
         ..ConnectOptions::default()
     };
-    Conn::connect(&s.redis_url, &options)
-        .await
-        .map_err(|e| anyhow::anyhow!(with_connection_advice(e)))
+    Ok(Conn::connect(&s.redis_url, &options).await?)
 }
 
 /// A `--rate`: a positive number of articles per second.
-pub fn parse_rate(s: &str) -> Result<f64, String> {
+pub fn parse_rate(s: &str) -> Result<f64> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
-        _ => Err(format!(
+        _ => anyhow::bail!(
             "'{s}' is not a rate: give articles per second, a number above 0 (e.g. 1000)"
-        )),
+        ),
     }
 }
 

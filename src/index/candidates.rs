@@ -217,6 +217,12 @@ pub(crate) struct Found {
     pub(crate) full: Vec<bool>,
 }
 
+/// Why a candidate index cannot hold another article: its slots, numbered
+/// by a `u32`, are all given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("2^32 slots in one candidate index")]
+pub struct CandidatesFull;
+
 /// The keys of the articles held. See the module documentation.
 #[derive(Debug)]
 pub(crate) struct Candidates {
@@ -272,7 +278,7 @@ impl Candidates {
 
     /// Hold an article found through `keys` (`None`: an empty fingerprint,
     /// held but never found). Returns its slot, or why it cannot be held.
-    pub(crate) fn insert(&mut self, keys: Option<&Keys>) -> Result<u32, String> {
+    pub(crate) fn insert(&mut self, keys: Option<&Keys>) -> Result<u32, CandidatesFull> {
         let held = if keys.is_some() {
             Held::Filed
         } else {
@@ -286,8 +292,7 @@ impl Candidates {
                 s
             }
             None => {
-                let s = u32::try_from(self.held.len())
-                    .map_err(|_| "2^32 slots in one candidate index".to_owned())?;
+                let s = u32::try_from(self.held.len()).map_err(|_| CandidatesFull)?;
                 self.simhashes.push(simhash);
                 self.held.push(held);
                 s

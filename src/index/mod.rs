@@ -17,14 +17,16 @@ mod embedded;
 pub mod meet;
 pub mod redis;
 
-pub use self::redis::{BlockHolder, RedisIndex, RedisIndexOptions};
+pub use self::redis::{BlockHolder, DecodeError, RedisIndex, RedisIndexOptions};
+pub use candidates::CandidatesFull;
 pub use embedded::EmbeddedIndex;
 
 use std::future::Future;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{Decision, Match, Signal};
+use crate::connect::ConnectError;
+use crate::decision::{Decision, DecisionConfigError, Match, Signal};
 use crate::fingerprint::Fingerprint;
 
 /// How many articles one content hash, sketch hash, or SimHash block with
@@ -176,31 +178,65 @@ pub enum IndexError {
     },
     #[error("index backend error: {0}")]
     Backend(String),
-    #[error("stored data for article {id:?} is corrupt: {reason}")]
-    Corrupt { id: String, reason: String },
+    #[error("stored data for article {id:?} is corrupt: {source}")]
+    Corrupt {
+        id: String,
+        #[source]
+        source: StoredError,
+    },
     #[error("gave up after {attempts} attempts: the candidate sets kept changing under concurrent writers")]
     Contention { attempts: u32 },
     /// The index cannot be used as configured (bad option, unsafe server setting).
     #[error("index misconfigured: {0}")]
     Config(String),
+    /// The decision settings contradict each other.
+    #[error("index misconfigured: {0}")]
+    Decision(#[from] DecisionConfigError),
+    /// The Redis URL setting cannot work however long one waits (malformed,
+    /// or a connection the server refuses, such as a wrong password).
+    #[error("index misconfigured: {0}")]
+    Connect(#[source] ConnectError),
+    /// Redis refused a command by the user's ACL: it stays refused until an
+    /// operator changes the ACL.
+    #[error("index misconfigured: Redis refused a command ({0})")]
+    Refused(#[source] ::redis::RedisError),
     /// An article with an empty id: articles are stored, replayed and deleted by
     /// id (the Redis index also reserves the empty field name in its hashes).
     #[error("article id is empty")]
     EmptyId,
 }
 
-impl From<crate::connect::ConnectError> for IndexError {
-    fn from(e: crate::connect::ConnectError) -> IndexError {
-        use crate::connect::ConnectError;
+/// What is wrong with the data the Redis index stored for an article: it
+/// cannot be read back, or a worker's view cannot hold it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredError {
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A handle past what a view numbers its articles with (`u32`).
+    #[error("handle {0} is too large")]
+    HandleTooLarge(u64),
+    #[error(transparent)]
+    Full(#[from] CandidatesFull),
+    /// An article found by its id whose `a:` element is empty.
+    #[error("its article record is empty")]
+    EmptyRecord,
+    /// A link to a duplicate that is not `<label>:<handle>`.
+    #[error("bad link {0:?}")]
+    Link(String),
+}
+
+/// A connection that cannot work however long one waits is a configuration
+/// error; one Redis did not answer is [`IndexError::Unavailable`], with the
+/// Redis error as its source.
+impl From<ConnectError> for IndexError {
+    fn from(e: ConnectError) -> IndexError {
+        let reason = e.to_string();
         match e {
-            ConnectError::Config { .. } => IndexError::Config(e.to_string()),
-            ConnectError::Unavailable { .. } => IndexError::Unavailable {
-                reason: crate::connect::with_connection_advice(&e),
-                source: match e {
-                    ConnectError::Unavailable { source, .. } => Some(source),
-                    ConnectError::Config { .. } => None,
-                },
+            ConnectError::Unavailable { source, .. } => IndexError::Unavailable {
+                reason,
+                source: Some(source),
             },
+            e => IndexError::Connect(e),
         }
     }
 }

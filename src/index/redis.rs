@@ -37,7 +37,7 @@ mod view;
 
 pub use codec::{
     decode_article, decode_fingerprint, decode_id_value, decode_meta, decode_stored,
-    encode_article, encode_fingerprint, encode_meta, Meta,
+    encode_article, encode_fingerprint, encode_meta, DecodeError, Meta,
 };
 
 use std::sync::{Arc, LazyLock, Mutex};
@@ -45,7 +45,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use ::redis::Script;
 
 use self::view::{Place, View};
-use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
+use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, StoredError, Verdict};
 use crate::connect::{Conn, ConnectOptions};
 use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
@@ -161,12 +161,9 @@ impl std::fmt::Debug for RedisIndex {
 
 fn backend(e: ::redis::RedisError) -> IndexError {
     if crate::transient::is_refused_by_acl(&e) {
-        return IndexError::Config(format!(
-            "Redis refused a command ({e}): {}",
-            crate::transient::ACL_ADVICE
-        ));
+        return IndexError::Refused(e);
     }
-    let reason = crate::connect::with_connection_advice(&e);
+    let reason = e.to_string();
     if crate::transient::is_transient(&e) {
         IndexError::Unavailable {
             reason,
@@ -201,7 +198,7 @@ impl RedisIndex {
         options: RedisIndexOptions,
     ) -> Result<RedisIndex, IndexError> {
         validate_namespace(namespace).map_err(IndexError::Config)?;
-        config.validate().map_err(IndexError::Config)?;
+        config.validate()?;
         let bucket_ms = match options.bucket_ms {
             Some(b) => b,
             None => default_bucket_ms(config.window_ms),
@@ -345,14 +342,14 @@ impl RedisIndex {
         let Some((label, start, ids_value, record, links)) = reply else {
             return Ok(None);
         };
-        let corrupt = |reason: String| IndexError::Corrupt {
+        let corrupt = |source: StoredError| IndexError::Corrupt {
             id: id.to_owned(),
-            reason,
+            source,
         };
-        let (_, handle) = decode_id_value(&ids_value).map_err(corrupt)?;
+        let (_, handle) = decode_id_value(&ids_value).map_err(|e| corrupt(e.into()))?;
         let (meta, fingerprint) = decode_stored(&record)
-            .map_err(corrupt)?
-            .ok_or_else(|| corrupt("its article record is empty".into()))?;
+            .map_err(|e| corrupt(e.into()))?
+            .ok_or_else(|| corrupt(StoredError::EmptyRecord))?;
         let links = links
             .split_ascii_whitespace()
             .map(|t| {
@@ -363,7 +360,7 @@ impl RedisIndex {
                         let start = bucket_start_of(l).unwrap_or(0);
                         Some((l.to_owned(), start, h.parse().ok()?))
                     })
-                    .ok_or_else(|| corrupt(format!("bad link {t:?}")))
+                    .ok_or_else(|| corrupt(StoredError::Link(t.to_owned())))
             })
             .collect::<Result<_, _>>()?;
         Ok(Some(Stored {

@@ -29,6 +29,18 @@ pub struct Health {
     recovered: Notify,
 }
 
+/// Why a worker is not ready: the body of a 503 from `/readyz`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// A call is failing with a transient Redis error: the latest reason.
+    #[error("Redis unavailable: {0}")]
+    RedisUnavailable(String),
+    #[error("not serving (starting or shutting down)")]
+    NotServing,
+    #[error("stopped")]
+    Stopped,
+}
+
 #[derive(Debug, Default)]
 struct Failing {
     /// Calls now failing with a transient error.
@@ -46,17 +58,17 @@ impl Health {
         self.failing.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// `Ok` when ready, else why not (the body of a 503 from `/readyz`).
-    pub fn readiness(&self) -> Result<(), String> {
+    /// `Ok` when ready, else why not.
+    pub fn readiness(&self) -> Result<(), NotReady> {
         let failing = self.failing();
         if failing.calls > 0 {
-            return Err(format!("Redis unavailable: {}", failing.reason));
+            return Err(NotReady::RedisUnavailable(failing.reason.clone()));
         }
         if !self.ready.load(Ordering::Relaxed) {
             return Err(if self.alive.load(Ordering::Relaxed) {
-                "not serving (starting or shutting down)".into()
+                NotReady::NotServing
             } else {
-                "stopped".into()
+                NotReady::Stopped
             });
         }
         Ok(())
@@ -160,13 +172,19 @@ mod tests {
     fn unavailable_while_any_call_fails() {
         let (health, metrics) = (Arc::new(Health::default()), Metrics::default());
         health.alive.store(true, Ordering::Relaxed);
-        assert!(health.readiness().is_err(), "not started yet");
+        assert_eq!(
+            health.readiness(),
+            Err(NotReady::NotServing),
+            "not started yet"
+        );
         health.started();
         assert!(health.readiness().is_ok());
         let a = health.trouble("OOM", &metrics, 10);
         let b = health.trouble("OOM", &metrics, 10);
         assert_eq!(metrics.redis_outages.get(), 1, "one outage");
-        assert_eq!(health.readiness(), Err("Redis unavailable: OOM".into()));
+        let unavailable = NotReady::RedisUnavailable("OOM".into());
+        assert_eq!(unavailable.to_string(), "Redis unavailable: OOM");
+        assert_eq!(health.readiness(), Err(unavailable));
         assert_eq!(health.available_for(), None);
         drop(a);
         assert!(health.readiness().is_err(), "one call still fails");

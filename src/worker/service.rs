@@ -92,7 +92,11 @@ pub async fn connect_redis_index(
         };
         match attempt.await {
             Ok(index) => return Ok(Some(index)),
-            Err(IndexError::Unavailable { reason: why, .. }) => {
+            Err(IndexError::Unavailable { reason, source }) => {
+                let why = match &source {
+                    Some(e) => crate::cli::advice::with_advice(reason, e),
+                    None => reason,
+                };
                 tracing::warn!(%why, "Redis index unreachable; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff.next_delay()) => {}

@@ -229,9 +229,9 @@ impl RedisIndex {
             for (&(label, first, _), reply) in group.iter().zip(replies) {
                 self.view()
                     .apply(label, first, &reply)
-                    .map_err(|reason| IndexError::Corrupt {
+                    .map_err(|source| IndexError::Corrupt {
                         id: format!("{label}:{first}"),
-                        reason,
+                        source,
                     })?;
             }
             let done = (n + 1) * FETCH_CHUNKS;

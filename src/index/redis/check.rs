@@ -109,9 +109,9 @@ impl RedisIndex {
                     let article = (entry.id.as_str(), &entry.fingerprint);
                     self.view()
                         .stored(&place.label, handle, article, forgets)
-                        .map_err(|reason| IndexError::Corrupt {
+                        .map_err(|source| IndexError::Corrupt {
                             id: entry.id.clone(),
-                            reason,
+                            source,
                         })?;
                     return Ok(Outcome {
                         verdict,

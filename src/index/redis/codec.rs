@@ -198,14 +198,56 @@ pub(crate) fn u16s(bytes: &[u8]) -> impl Iterator<Item = u16> + '_ {
         .map(|c| u16::from_le_bytes(c.try_into().expect("2 bytes")))
 }
 
+/// Why a value this module packed cannot be read back: which value, what of
+/// it is malformed, and the value (its text, or the length of a binary one).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// A packed fingerprint whose counts do not fit its length.
+    #[error("packed fingerprint of {len} bytes does not hold what its counts say")]
+    FingerprintCounts { len: usize },
+    /// A packed shingle sample whose gaps sum past a 16-bit value.
+    #[error("packed shingle sample runs past 16 bits")]
+    ShingleSample,
+    /// An `a:` element shorter than the packed fingerprint it announces.
+    #[error("article record of {len} bytes is cut short")]
+    ArticleCut { len: usize },
+    #[error("meta is not UTF-8")]
+    MetaNotUtf8,
+    /// A meta without its leading time offset and word count.
+    #[error("meta {meta:?} has no time and word count")]
+    MetaHead { meta: String },
+    /// A meta that ends before the fields its kind has.
+    #[error("meta {meta:?} is short")]
+    MetaShort { meta: String },
+    /// A meta whose kind is none of `u`, `x`, `d`, `D`.
+    #[error("meta {meta:?} has no kind")]
+    MetaKind { meta: String },
+    #[error("bad distance in {meta:?}")]
+    MetaDistance { meta: String },
+    #[error("bad signal in {meta:?}")]
+    MetaSignal { meta: String },
+    #[error("bad length in {meta:?}")]
+    MetaLength { meta: String },
+    /// Ids that the lengths before them do not split.
+    #[error("bad ids in {meta:?}")]
+    MetaIds { meta: String },
+    /// A meta whose word count or id cannot be read, as a view reads it
+    /// (without telling which).
+    #[error("meta {meta:?} is malformed")]
+    Meta { meta: String },
+    #[error("ids value is not UTF-8")]
+    IdsNotUtf8,
+    #[error("ids value {value:?} has no ':'")]
+    IdsNoColon { value: String },
+    #[error("bad simhash in {value:?}")]
+    IdsSimhash { value: String },
+    #[error("bad handle in {value:?}")]
+    IdsHandle { value: String },
+}
+
 /// Unpack what [`encode_fingerprint`] packed; `words` comes from the meta.
-pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, String> {
-    let p = packed_parts(bytes).ok_or_else(|| {
-        format!(
-            "packed fingerprint of {} bytes does not hold what its counts say",
-            bytes.len()
-        )
-    })?;
+pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, DecodeError> {
+    let p = packed_parts(bytes).ok_or(DecodeError::FingerprintCounts { len: bytes.len() })?;
     Ok(Fingerprint {
         simhash: p.simhash,
         content: p.content,
@@ -213,7 +255,7 @@ pub fn decode_fingerprint(bytes: &[u8], words: u32) -> Result<Fingerprint, Strin
         signatures: u32s(p.sketch).collect(),
         numbers: u16s(p.numbers).collect(),
         shingles: decode_gaps(p.shingles, p.shingle_count, p.shingle_width)
-            .ok_or("packed shingle sample runs past 16 bits")?,
+            .ok_or(DecodeError::ShingleSample)?,
         size: p.size,
     })
 }
@@ -294,54 +336,56 @@ fn read_signal_field(field: &str) -> Option<(Signal, Option<u8>)> {
 }
 
 /// Unpack what [`encode_meta`] wrote.
-pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "meta is not UTF-8".to_owned())?;
+pub fn decode_meta(bytes: &[u8]) -> Result<Meta, DecodeError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::MetaNotUtf8)?;
+    let meta = || text.to_owned();
     let mut head = text.splitn(3, '|');
-    let mut num = || -> Result<u32, String> {
+    let mut num = || {
         head.next()
             .and_then(|n| n.parse().ok())
-            .ok_or_else(|| format!("meta {text:?} has no time and word count"))
+            .ok_or_else(|| DecodeError::MetaHead { meta: meta() })
     };
-    let (ts_offset, words) = (num()?, num()?);
+    let (ts_offset, words): (u32, u32) = (num()?, num()?);
     let rest = head
         .next()
-        .ok_or_else(|| format!("meta {text:?} is short"))?;
-    let meta = |id: &str, verdict| Meta {
+        .ok_or_else(|| DecodeError::MetaShort { meta: meta() })?;
+    let stored = |id: &str, verdict| Meta {
         id: id.to_owned(),
         verdict,
         ts_offset,
         words,
     };
+    let bad_ids = || DecodeError::MetaIds { meta: meta() };
     if let Some(id) = rest.strip_prefix("u|") {
-        return Ok(meta(id, Verdict::UNIQUE));
+        return Ok(stored(id, Verdict::UNIQUE));
     }
     if let Some(rest) = rest.strip_prefix("x|") {
-        let (expands, id) = expanded_and_id(rest).ok_or_else(|| format!("bad ids in {text:?}"))?;
+        let (expands, id) = expanded_and_id(rest).ok_or_else(bad_ids)?;
         let expands = Some(expands.to_owned());
-        return Ok(meta(id, Verdict::Unique { expands }));
+        return Ok(stored(id, Verdict::Unique { expands }));
     }
     let (same, rest) = if let Some(r) = rest.strip_prefix("d|") {
         (true, r)
     } else if let Some(r) = rest.strip_prefix("D|") {
         (false, r)
     } else {
-        return Err(format!("meta {text:?} has no kind"));
+        return Err(DecodeError::MetaKind { meta: meta() });
     };
     let mut parts = rest.splitn(if same { 4 } else { 5 }, '|');
     let mut next = || {
         parts
             .next()
-            .ok_or_else(|| format!("meta {text:?} is short"))
+            .ok_or_else(|| DecodeError::MetaShort { meta: meta() })
     };
     let distance: u32 = next()?
         .parse()
-        .map_err(|_| format!("bad distance in {text:?}"))?;
+        .map_err(|_| DecodeError::MetaDistance { meta: meta() })?;
     let (signal, overlap) =
-        read_signal_field(next()?).ok_or_else(|| format!("bad signal in {text:?}"))?;
-    let mut len = || -> Result<usize, String> {
+        read_signal_field(next()?).ok_or_else(|| DecodeError::MetaSignal { meta: meta() })?;
+    let mut len = || -> Result<usize, DecodeError> {
         next()?
             .parse()
-            .map_err(|_| format!("bad length in {text:?}"))
+            .map_err(|_| DecodeError::MetaLength { meta: meta() })
     };
     let matched_len = if same { None } else { Some(len()?) };
     let root_len = len()?;
@@ -349,13 +393,12 @@ pub fn decode_meta(bytes: &[u8]) -> Result<Meta, String> {
     fn split(s: &str, n: usize) -> Option<(&str, &str)> {
         s.get(..n).zip(s.get(n..))
     }
-    let bad = || format!("bad ids in {text:?}");
     let (matched, ids) = match matched_len {
-        Some(n) => split(ids, n).ok_or_else(bad)?,
+        Some(n) => split(ids, n).ok_or_else(bad_ids)?,
         None => ("", ids),
     };
-    let (dup_of, id) = split(ids, root_len).ok_or_else(bad)?;
-    Ok(meta(
+    let (dup_of, id) = split(ids, root_len).ok_or_else(bad_ids)?;
+    Ok(stored(
         id,
         Verdict::Duplicate(Duplicate {
             dup_of: dup_of.to_owned(),
@@ -387,8 +430,10 @@ fn expanded_and_id(rest: &str) -> Option<(&str, &str)> {
 
 /// The word count and id of a meta ([`encode_meta`]), its verdict unread:
 /// what a view files, without the allocations of [`decode_meta`].
-pub(crate) fn meta_words_and_id(bytes: &[u8]) -> Result<(u32, &str), String> {
-    let bad = || format!("meta {:?} is malformed", String::from_utf8_lossy(bytes));
+pub(crate) fn meta_words_and_id(bytes: &[u8]) -> Result<(u32, &str), DecodeError> {
+    let bad = || DecodeError::Meta {
+        meta: String::from_utf8_lossy(bytes).into_owned(),
+    };
     let text = std::str::from_utf8(bytes).map_err(|_| bad())?;
     let mut fields = text.splitn(4, '|');
     let (_, words, kind, rest) = (fields.next(), fields.next(), fields.next(), fields.next());
@@ -419,7 +464,7 @@ pub type ArticleParts<'a> = (&'a [u8], &'a [u8]);
 
 /// Split an `a:` list element into its packed fingerprint and its meta;
 /// `None` for an empty one (a deleted article), an error for a malformed one.
-pub fn decode_article(bytes: &[u8]) -> Result<Option<ArticleParts<'_>>, String> {
+pub fn decode_article(bytes: &[u8]) -> Result<Option<ArticleParts<'_>>, DecodeError> {
     if bytes.is_empty() {
         return Ok(None);
     }
@@ -427,13 +472,13 @@ pub fn decode_article(bytes: &[u8]) -> Result<Option<ArticleParts<'_>>, String> 
         .get(..2)
         .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
         .filter(|&len| 2 + len <= bytes.len())
-        .ok_or_else(|| format!("article record of {} bytes is cut short", bytes.len()))?;
+        .ok_or(DecodeError::ArticleCut { len: bytes.len() })?;
     Ok(Some((&bytes[2..2 + len], &bytes[2 + len..])))
 }
 
 /// The meta and fingerprint of an `a:` list element; `None` for an empty
 /// one (a deleted article).
-pub fn decode_stored(bytes: &[u8]) -> Result<Option<(Meta, Fingerprint)>, String> {
+pub fn decode_stored(bytes: &[u8]) -> Result<Option<(Meta, Fingerprint)>, DecodeError> {
     let Some((packed, meta)) = decode_article(bytes)? else {
         return Ok(None);
     };
@@ -444,15 +489,17 @@ pub fn decode_stored(bytes: &[u8]) -> Result<Option<(Meta, Fingerprint)>, String
 
 /// Unpack an `i:` hash value (the SimHash in 16 hex digits, `:`, the
 /// handle; `lua/commit.lua` writes it): `(simhash, handle)`.
-pub fn decode_id_value(bytes: &[u8]) -> Result<(u64, u64), String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "ids value is not UTF-8".to_owned())?;
+pub fn decode_id_value(bytes: &[u8]) -> Result<(u64, u64), DecodeError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| DecodeError::IdsNotUtf8)?;
+    let value = || text.to_owned();
     let (hex, handle) = text
         .split_once(':')
-        .ok_or_else(|| format!("ids value {text:?} has no ':'"))?;
-    let simhash = u64::from_str_radix(hex, 16).map_err(|_| format!("bad simhash in {text:?}"))?;
+        .ok_or_else(|| DecodeError::IdsNoColon { value: value() })?;
+    let simhash =
+        u64::from_str_radix(hex, 16).map_err(|_| DecodeError::IdsSimhash { value: value() })?;
     let handle = handle
         .parse()
-        .map_err(|_| format!("bad handle in {text:?}"))?;
+        .map_err(|_| DecodeError::IdsHandle { value: value() })?;
     Ok((simhash, handle))
 }
 
@@ -507,7 +554,10 @@ mod tests {
         let stored = decode_fingerprint(&encode_fingerprint(&long), long.words).unwrap();
         assert_eq!(stored, long.stored());
         assert_eq!(stored.shingles.len(), SAMPLE);
-        assert!(decode_fingerprint(&[0; 20], 0).is_err());
+        assert_eq!(
+            decode_fingerprint(&[0; 20], 0),
+            Err(DecodeError::FingerprintCounts { len: 20 })
+        );
         assert!(decode_fingerprint(&[], 0).is_err());
         // Counts the bytes cannot hold, or a sketch cut mid-hash.
         let trailer = |n: u8, m: u8, s: u8| [[0; 16].as_slice(), &[7, 0, 0, n, m, s]].concat();
@@ -615,17 +665,34 @@ mod tests {
             panic!("a duplicate's meta");
         };
         assert_eq!((unknown.signal, unknown.overlap), (Signal::Exact, None));
-        assert!(decode_meta(b"1|2|d|1|h101|1|ab").is_err());
-        assert!(decode_meta(b"1|2|d|1|h+5|1|ab").is_err());
-        assert!(decode_meta(b"1|2|D|1|h|9|1|ab").is_err());
-        assert!(decode_meta(b"1|2|d|1|simhash|1|ab").is_err());
-        assert!(decode_meta(b"1|2|x|1").is_err());
-        assert!(decode_meta(b"u|a").is_err());
+        let fault = |text: &str| decode_meta(text.as_bytes()).unwrap_err();
+        for text in [
+            "1|2|d|1|h101|1|ab",
+            "1|2|d|1|h+5|1|ab",
+            "1|2|d|1|simhash|1|ab",
+        ] {
+            let meta = text.to_owned();
+            assert_eq!(fault(text), DecodeError::MetaSignal { meta });
+        }
+        for text in ["1|2|D|1|h|9|1|ab", "1|2|x|1"] {
+            let meta = text.to_owned();
+            assert_eq!(fault(text), DecodeError::MetaIds { meta });
+        }
+        let meta = "u|a".to_owned();
+        assert_eq!(fault("u|a"), DecodeError::MetaHead { meta });
+        assert_eq!(
+            fault("u|a").to_string(),
+            r#"meta "u|a" has no time and word count"#
+        );
     }
 
     #[test]
     fn id_values_read_as_written() {
         assert_eq!(decode_id_value(b"00000000000000ab:17"), Ok((0xab, 17)));
-        assert!(decode_id_value(b"00ab").is_err());
+        let value = "00ab".to_owned();
+        assert_eq!(
+            decode_id_value(b"00ab"),
+            Err(DecodeError::IdsNoColon { value })
+        );
     }
 }

@@ -26,12 +26,13 @@ use std::hash::BuildHasher;
 use growable_bloom_filter::GrowableBloom;
 use rustc_hash::FxBuildHasher;
 
-use super::codec::{decode_article, meta_words_and_id, packed_parts, u32s, Meta};
+use super::codec::{decode_article, meta_words_and_id, packed_parts, u32s, DecodeError, Meta};
 use super::commit::{self, BucketCheck};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
 use crate::index::meet::Keys;
+use crate::index::StoredError;
 use crate::keys::POSITIONAL_BLOCK_BITS;
 use crate::simhash::blocks;
 
@@ -156,9 +157,8 @@ fn id_key(id: &str) -> u32 {
 fn keys_of_packed<'a>(
     packed: &[u8],
     sketch: &'a mut [u32; MAX_LOOKUP_SIGNATURES],
-) -> Result<Keys<'a>, String> {
-    let p = packed_parts(packed)
-        .ok_or_else(|| format!("packed fingerprint of {} bytes", packed.len()))?;
+) -> Result<Keys<'a>, DecodeError> {
+    let p = packed_parts(packed).ok_or(DecodeError::FingerprintCounts { len: packed.len() })?;
     let mut len = 0;
     for (slot, s) in sketch.iter_mut().zip(u32s(p.sketch)) {
         *slot = s;
@@ -272,14 +272,14 @@ impl View {
         label: &str,
         from: u64,
         elements: &[E],
-    ) -> Result<(), String> {
+    ) -> Result<(), StoredError> {
         let Some(copy) = self.buckets.get_mut(label) else {
             return Ok(());
         };
         // Each element is read once; then every list its article goes into
         // is read (`Candidates::touch`), for a cold load is bound by those
         // reads; then the articles are filed.
-        let records: Vec<Result<Record<'_>, String>> =
+        let records: Vec<Result<Record<'_>, DecodeError>> =
             elements.iter().map(|e| read_element(e.as_ref())).collect();
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
         let touched: usize = records
@@ -296,7 +296,9 @@ impl View {
             if handle != copy.synced + 1 {
                 continue;
             }
-            let filed = record.and_then(|record| copy.file(handle, record));
+            let filed = record
+                .map_err(StoredError::from)
+                .and_then(|record| copy.file(handle, record));
             if let Err(reason) = filed {
                 tracing::warn!(bucket = label, handle, %reason, "unreadable article record: held as deleted");
                 copy.file(handle, None)?;
@@ -327,7 +329,7 @@ impl View {
         handle: u64,
         (id, fp): (&str, &Fingerprint),
         forgets: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), StoredError> {
         match self.buckets.get(label) {
             Some(copy) if handle > copy.synced && forgets == self.forgets => {
                 let packed = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
@@ -342,7 +344,7 @@ impl View {
     }
 
     /// File the own inserts of `label` that are next, drop those filed since.
-    fn file_own(&mut self, label: &str) -> Result<(), String> {
+    fn file_own(&mut self, label: &str) -> Result<(), StoredError> {
         let (Some(copy), Some(own)) = (self.buckets.get_mut(label), self.own.get_mut(label)) else {
             return Ok(());
         };
@@ -482,8 +484,8 @@ impl BucketCopy {
     }
 
     /// File handle `handle`: its [`Record`].
-    fn file(&mut self, handle: u64, record: Record<'_>) -> Result<(), String> {
-        u32::try_from(handle).map_err(|_| format!("handle {handle} is too large"))?;
+    fn file(&mut self, handle: u64, record: Record<'_>) -> Result<(), StoredError> {
+        u32::try_from(handle).map_err(|_| StoredError::HandleTooLarge(handle))?;
         // Whatever can fail comes first: `synced` counts the slots held, and
         // `apply` files a record that fails again, as deleted.
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
@@ -508,7 +510,7 @@ impl BucketCopy {
 type Record<'a> = Option<(u32, Option<&'a [u8]>)>;
 
 /// The [`Record`] of an `a:` element.
-fn read_element(element: &[u8]) -> Result<Record<'_>, String> {
+fn read_element(element: &[u8]) -> Result<Record<'_>, DecodeError> {
     let Some((packed, meta)) = decode_article(element)? else {
         return Ok(None);
     };
@@ -806,7 +808,12 @@ mod tests {
         assert!(r.plan(&[live("b", 0, 5)]).is_empty());
         // A record of this process' own that cannot be filed is not counted.
         let mut b = BucketCopy::new(0);
-        assert!(b.file(1, Some((7, Some(&packed[..3])))).is_err());
+        assert!(matches!(
+            b.file(1, Some((7, Some(&packed[..3])))),
+            Err(StoredError::Decode(DecodeError::FingerprintCounts {
+                len: 3
+            }))
+        ));
         assert_eq!((b.synced, b.articles.len()), (0, 0));
     }
 
