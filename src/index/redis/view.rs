@@ -138,6 +138,10 @@ pub(crate) struct Probe {
     /// towards '1' only costs a redundant `EXPIREAT`); "" when the view does
     /// not hold that bucket and its shape. A '0' spares the commit that
     /// set's `EXPIREAT`: an insert whose four sets exist sends none for them.
+    /// Worth about 3 µs of Redis time a check at 1 M articles: with every
+    /// set's `EXPIREAT` sent, 89 against 86 µs (commandstats) and Redis CPU
+    /// 91 against 85 µs, medians of 3 alternated pairs of `simdedup-bench
+    /// --sizes 1000000 --checks 50000 --no-e2e --no-paced`.
     pub(crate) empty_sets: String,
     /// The history token of the view searched ([`View::token`]).
     pub(crate) token: String,
