@@ -37,9 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fault_drill  # noqa: E402
 from fault_drill import Redis, free_port, read_outputs, wait  # noqa: E402
 
 NS = "drill"
@@ -130,22 +130,15 @@ class Topology:
             p.wait()
 
 
-class Worker:
+class Worker(fault_drill.Worker):
+    """A worker at default settings on the Sentinel URL (readyz as in fault_drill)."""
+
     def __init__(self, binary, url, log, wait_replicas):
         self.http = free_port()
         self.proc = subprocess.Popen(
             [binary, "worker", "--redis-url", url, "--namespace", NS, "--index", "redis",
              "--http-addr", f"127.0.0.1:{self.http}", "--wait-replicas", str(wait_replicas)],
             env={**os.environ, "SIMDEDUP_LOG": "warn"}, stdout=subprocess.DEVNULL, stderr=log)
-
-    def readyz(self):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/readyz", timeout=2) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except OSError:
-            return None
 
 
 def stream(r, key):

@@ -524,21 +524,29 @@ fn a_live_consumers_entries_are_never_taken() {
     });
 }
 
+/// Two workers on namespace `ns` of `redis`, fed the articles; Redis killed
+/// (SIGKILL) once a quarter is answered, and the workers seen unready.
+/// Returns the workers and how many articles were fed.
+fn kill_redis_mid_stream(redis: &mut Redis, keys: &Keys, ns: &str) -> (Worker, Worker, usize) {
+    let mut conn = redis.connection();
+    let a = Worker::spawn(redis, ns, "a");
+    let b = Worker::spawn(redis, ns, "b");
+    wait_ready(&[&a, &b]);
+    let total = feed(&mut conn, keys);
+    wait_until("a quarter answered", LIMIT, || {
+        outputs(&mut conn, keys) >= total / 4
+    });
+    redis.kill();
+    wait_until("workers see the outage", LIMIT, || !a.ready() && !b.ready());
+    (a, b, total)
+}
+
 /// Redis killed with SIGKILL mid-stream and started again from its AOF.
 #[test]
 fn redis_killed_and_restarted_from_its_aof() {
     let mut redis = Redis::start();
     let keys = Keys::new("restart");
-    let mut conn = redis.connection();
-    let a = Worker::spawn(&redis, "restart", "a");
-    let b = Worker::spawn(&redis, "restart", "b");
-    wait_ready(&[&a, &b]);
-    let total = feed(&mut conn, &keys);
-    wait_until("a quarter answered", LIMIT, || {
-        outputs(&mut conn, &keys) >= total / 4
-    });
-    redis.kill();
-    wait_until("workers see the outage", LIMIT, || !a.ready() && !b.ready());
+    let (a, b, total) = kill_redis_mid_stream(&mut redis, &keys, "restart");
     std::thread::sleep(Duration::from_secs(1));
     redis.restart();
     assert!(
@@ -558,16 +566,7 @@ fn redis_killed_and_restarted_from_its_aof() {
 fn redis_restarted_without_its_data() {
     let mut redis = Redis::start_with(&["--save", "", "--appendonly", "no"]);
     let keys = Keys::new("emptied");
-    let mut conn = redis.connection();
-    let a = Worker::spawn(&redis, "emptied", "a");
-    let b = Worker::spawn(&redis, "emptied", "b");
-    wait_ready(&[&a, &b]);
-    let total = feed(&mut conn, &keys);
-    wait_until("a quarter answered", LIMIT, || {
-        outputs(&mut conn, &keys) >= total / 4
-    });
-    redis.kill();
-    wait_until("workers see the outage", LIMIT, || !a.ready() && !b.ready());
+    let (a, b, total) = kill_redis_mid_stream(&mut redis, &keys, "emptied");
     redis.restart();
     let mut conn = redis.connection();
     let keys_left: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
