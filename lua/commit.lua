@@ -1,6 +1,6 @@
 -- commit.lua: record an article and its verdict, but only if nothing inserted
 -- since the worker's view of the window could have changed its decision.
--- Arguments: src/index/redis/commit.rs (CommitArgs::argv, pinned by a test).
+-- Arguments: src/index/redis_index/commit.rs (CommitArgs::argv, pinned by a test).
 -- Every insert takes the next handle of its bucket (n: field n) and writes
 -- its recent record (codec.rs, encode_recent) in the bucket's r: string, so
 -- what a bucket received since the view (the handles after the view's

@@ -10,7 +10,7 @@ local label, ikey, _, h = find_id(P, labels, id, redis.sha1hex(id))
 if not label then return 0 end
 local start = redis.call('ZSCORE', KEYS[1], label)
 redis.call('HDEL', ikey, id)
--- Every worker's view (src/index/redis/view.rs) holds every live article:
+-- Every worker's view (src/index/redis_index/view.rs) holds every live article:
 -- tell them by an entry in the deletion log (a stream: a view reads what came
 -- after the last entry it applied). Entries older than the
 -- retention concern expired buckets only: trimmed; the key expires with the

@@ -1,4 +1,4 @@
--- prelude.lua: helpers shared by the index scripts. src/index/redis.rs puts
+-- prelude.lua: helpers shared by the index scripts. src/index/redis_index.rs puts
 -- this text in front of each script when it loads the script, so every
 -- script is still one EVALSHA; in front of it, the constants the scripts
 -- share with Rust, written from Rust (lua_constants in src/keys.rs).
@@ -106,7 +106,7 @@ end
 -- Where the recent record of handle `h` of bucket `label` lives: the
 -- bucket's r: string and the offset of its slot. The string holds the
 -- records of the newest RECENT_SLOTS handles, RECENT_STRIDE bytes each,
--- handle h in slot h % RECENT_SLOTS (src/index/redis/codec.rs,
+-- handle h in slot h % RECENT_SLOTS (src/index/redis_index/codec.rs,
 -- encode_recent: 1 + sketch length or 255 where the sketch did not fit, 0
 -- for a deleted article; the id hash; the packed fingerprint's SimHash,
 -- content hash and sketch).

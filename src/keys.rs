@@ -99,7 +99,7 @@ impl Keys {
     /// a hash table, ~60 bytes per entry more). The key is the handle without
     /// its last two decimal digits, the index those two digits.
     ///
-    /// [`encode_article`]: crate::index::redis::codec::encode_article
+    /// [`encode_article`]: crate::index::redis_index::codec::encode_article
     pub fn articles(&self, label: &str, handle: u64) -> String {
         format!("{}a:{label}:{}", self.prefix, handle / HANDLES_PER_CHUNK)
     }
@@ -188,7 +188,7 @@ pub const RECENT_SLOTS: u64 = 256;
 pub const RECENT_SKETCH: usize = 12;
 
 /// The layout of a recent record (`encode_recent` in
-/// `src/index/redis/codec.rs` writes it, `lua/commit.lua` reads it), byte
+/// `src/index/redis_index/codec.rs` writes it, `lua/commit.lua` reads it), byte
 /// offsets from its start: the head byte (1 + the sketch's length,
 /// [`RECENT_UNBOUNDED`] or [`RECENT_DELETED`]), then the id hash's top 3
 /// bytes, then the packed fingerprint's first bytes: SimHash (u64 LE),
@@ -210,16 +210,16 @@ pub const RECENT_DELETED: u8 = 0;
 
 /// The byte of a flag that is set, in the strings of per-key flags a check
 /// sends its commit (the full lists, the sets that may be empty): `'1'`,
-/// else `'0'` (`flags` in `src/index/redis/commit.rs`).
+/// else `'0'` (`flags` in `src/index/redis_index/commit.rs`).
 pub const FLAG_SET: u8 = b'1';
 
 /// Where a packed fingerprint's sketch starts: after its SimHash and content
-/// hash (`encode_fingerprint` in `src/index/redis/codec.rs`).
+/// hash (`encode_fingerprint` in `src/index/redis_index/codec.rs`).
 pub const PACKED_SKETCH_AT: usize = 16;
 
 /// Where a packed fingerprint's sketch count is, in bytes from its end (1:
 /// the last byte): what `lua/prelude.lua` reads to find the end of its
-/// sketch (`encode_fingerprint` in `src/index/redis/codec.rs`).
+/// sketch (`encode_fingerprint` in `src/index/redis_index/codec.rs`).
 pub const PACKED_SKETCH_COUNT_AT: usize = 3;
 
 /// Bytes of links a root's field of its `d:` hash holds (three or four
@@ -246,7 +246,7 @@ pub const MAX_SHAPE_BITS: u32 = 22;
 
 /// The constants the Lua scripts share with this module, as Lua source: the
 /// index scripts are loaded with this text in front of them
-/// (`src/index/redis.rs`), so no number is written twice.
+/// (`src/index/redis_index.rs`), so no number is written twice.
 pub fn lua_constants() -> String {
     format!(
         "local HANDLES_PER_CHUNK = {HANDLES_PER_CHUNK}\n\

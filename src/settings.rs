@@ -204,7 +204,8 @@ impl Settings {
     /// index derives from the window without it.
     pub fn effective_bucket_hours(&self) -> u32 {
         self.bucket_hours.unwrap_or_else(|| {
-            (crate::index::redis::default_bucket_ms(self.decision.window_ms) / 3_600_000) as u32
+            (crate::index::redis_index::default_bucket_ms(self.decision.window_ms) / 3_600_000)
+                as u32
         })
     }
 

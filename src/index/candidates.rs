@@ -1,6 +1,6 @@
 //! The candidate index: which held articles a new one can meet, by the keys
 //! of [`super::meet`], held compactly. The embedded index keeps one for its
-//! window; a worker's view keeps one per live Redis bucket (`redis/view.rs`).
+//! window; a worker's view keeps one per live Redis bucket (`redis_index/view.rs`).
 //!
 //! It holds keys, not articles: an article is a *slot* (a `u32`) with its
 //! SimHash, and the entries it is filed under. What a slot's article is —

@@ -15,11 +15,11 @@
 mod candidates;
 mod embedded;
 pub mod meet;
-pub mod redis;
+pub mod redis_index;
 
-pub use self::redis::{BlockHolder, DecodeError, RedisIndex, RedisIndexOptions};
 pub use candidates::CandidatesFull;
 pub use embedded::EmbeddedIndex;
+pub use redis_index::{BlockHolder, DecodeError, RedisIndex, RedisIndexOptions};
 
 use std::future::Future;
 
@@ -82,7 +82,7 @@ pub struct Duplicate {
     /// The estimated share of text the article and `matched` have in common,
     /// in hundredths ([`crate::decision::hundredths`]): the larger of their
     /// sketches' resemblance and either containment. `None` only for a verdict
-    /// read from a meta that carries no overlap (see `index::redis::codec`).
+    /// read from a meta that carries no overlap (see `index::redis_index::codec`).
     pub overlap: Option<u8>,
 }
 
@@ -174,7 +174,7 @@ pub enum IndexError {
     Unavailable {
         reason: String,
         #[source]
-        source: Option<::redis::RedisError>,
+        source: Option<redis::RedisError>,
     },
     #[error("index backend error: {0}")]
     Backend(String),
@@ -199,7 +199,7 @@ pub enum IndexError {
     /// Redis refused a command by the user's ACL: it stays refused until an
     /// operator changes the ACL.
     #[error("index misconfigured: Redis refused a command ({0})")]
-    Refused(#[source] ::redis::RedisError),
+    Refused(#[source] redis::RedisError),
     /// An article with an empty id: articles are stored, replayed and deleted by
     /// id (the Redis index also reserves the empty field name in its hashes).
     #[error("article id is empty")]

@@ -694,7 +694,7 @@ async fn key_layout_is_the_documented_one() {
         articles[1][..28],
         *b"\x1a\x00\xef\xcd\xab\x89gE#\x01\xed\xfe\x00\x00\x00\x00\x00\x00\xbb\xbb\xaa\xaa\x00\x00\x00\x01\x00\x00"
     );
-    let back = simdedup::index::redis::decode_fingerprint(&packed, 40).unwrap();
+    let back = simdedup::index::redis_index::decode_fingerprint(&packed, 40).unwrap();
     assert_eq!(back, a.fingerprint);
     let buckets: Vec<String> =
         redis::from_redis_value(q(&mut c, &["ZRANGE", &k.buckets(), "0", "-1"])).unwrap();

@@ -42,7 +42,7 @@ pub use codec::{
 
 use std::sync::{Arc, LazyLock, Mutex};
 
-use ::redis::Script;
+use redis::Script;
 
 use self::view::{Place, View};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, StoredError, Verdict};
@@ -159,7 +159,7 @@ impl std::fmt::Debug for RedisIndex {
     }
 }
 
-fn backend(e: ::redis::RedisError) -> IndexError {
+fn backend(e: redis::RedisError) -> IndexError {
     if crate::transient::is_refused_by_acl(&e) {
         return IndexError::Refused(e);
     }
@@ -270,7 +270,7 @@ impl RedisIndex {
     /// Labels of the live buckets with their start (unix ms), oldest first.
     pub async fn buckets(&self) -> Result<Vec<(String, i64)>, IndexError> {
         let mut conn = self.inner.conn.clone();
-        let v: Vec<(String, f64)> = ::redis::cmd("ZRANGE")
+        let v: Vec<(String, f64)> = redis::cmd("ZRANGE")
             .arg(self.inner.keys.buckets())
             .arg(0)
             .arg(-1)
@@ -289,7 +289,7 @@ impl RedisIndex {
         let mut conn = self.inner.conn.clone();
         let mut places = Vec::new();
         for (label, start) in self.buckets().await? {
-            let shape: Option<u32> = ::redis::cmd("HGET")
+            let shape: Option<u32> = redis::cmd("HGET")
                 .arg(keys.counter(&label))
                 .arg("k")
                 .query_async(&mut conn)
@@ -297,7 +297,7 @@ impl RedisIndex {
                 .map_err(backend)?;
             let Some(shape) = shape else { continue };
             // The four positions' sets, or the one set they share.
-            let mut union = ::redis::cmd("SUNION");
+            let mut union = redis::cmd("SUNION");
             for position in 0..4 {
                 union.arg(keys.block(&label, shape, position, value));
             }

@@ -525,7 +525,7 @@ fn read_element(element: &[u8]) -> Result<Record<'_>, DecodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::redis::codec::{encode_article, encode_fingerprint, encode_meta};
+    use crate::index::redis_index::codec::{encode_article, encode_fingerprint, encode_meta};
     use crate::index::Verdict;
     use crate::index::LISTED_PER_HASH;
 

@@ -164,7 +164,7 @@ impl RedisIndex {
         if found.is_empty() {
             return Ok(Vec::new());
         }
-        let mut pipe = ::redis::pipe();
+        let mut pipe = redis::pipe();
         for (label, _, h) in found {
             pipe.cmd("LINDEX")
                 .arg(self.inner.keys.articles(label, *h))
@@ -251,7 +251,7 @@ impl RedisIndex {
                 (place, meta)
             })
             .collect();
-        let invocations: Vec<::redis::ScriptInvocation<'_>> = entries
+        let invocations: Vec<redis::ScriptInvocation<'_>> = entries
             .iter()
             .zip(&placed)
             .map(|(entry, (place, meta))| {
@@ -266,7 +266,7 @@ impl RedisIndex {
                 inv
             })
             .collect();
-        let mut pipe = ::redis::pipe();
+        let mut pipe = redis::pipe();
         for inv in &invocations {
             pipe.invoke_script(inv).ignore();
         }

@@ -54,7 +54,7 @@ async fn check_namespace(
     namespace: &str,
     retention_ms: u64,
 ) -> Result<(), IndexError> {
-    let newest: Vec<String> = ::redis::cmd("ZRANGE")
+    let newest: Vec<String> = redis::cmd("ZRANGE")
         .arg(keys.buckets())
         .arg(-1)
         .arg(-1)
@@ -64,7 +64,7 @@ async fn check_namespace(
     let Some(label) = newest.first() else {
         return Ok(());
     };
-    let (stored, layout): (Option<u64>, Option<String>) = ::redis::cmd("HMGET")
+    let (stored, layout): (Option<u64>, Option<String>) = redis::cmd("HMGET")
         .arg(keys.counter(label))
         .arg("r")
         .arg("l")
@@ -90,13 +90,13 @@ async fn check_namespace(
 
 /// A server setting of the primary holding the namespace (all of its keys
 /// share the hash tag in `prefix`, hence one slot and one primary).
-async fn config_get(conn: &mut Conn, prefix: &str, name: &str) -> ::redis::RedisResult<String> {
-    let mut cmd = ::redis::cmd("CONFIG");
+async fn config_get(conn: &mut Conn, prefix: &str, name: &str) -> redis::RedisResult<String> {
+    let mut cmd = redis::cmd("CONFIG");
     cmd.arg("GET").arg(name);
-    let reply: ::redis::Value = conn.query_on_primary_of(prefix, cmd).await?;
-    let pairs: Vec<String> = ::redis::from_redis_value(match reply {
-        ::redis::Value::Map(m) => {
-            ::redis::Value::Array(m.into_iter().flat_map(|(k, v)| [k, v]).collect())
+    let reply: redis::Value = conn.query_on_primary_of(prefix, cmd).await?;
+    let pairs: Vec<String> = redis::from_redis_value(match reply {
+        redis::Value::Map(m) => {
+            redis::Value::Array(m.into_iter().flat_map(|(k, v)| [k, v]).collect())
         }
         v => v,
     })?;

@@ -207,7 +207,7 @@ impl RedisIndex {
         }
         let groups: Vec<&[(&str, u64, u64)]> = chunks.chunks(FETCH_CHUNKS).collect();
         let send = |group: &[(&str, u64, u64)]| {
-            let mut pipe = ::redis::pipe();
+            let mut pipe = redis::pipe();
             for &(label, first, last) in group {
                 pipe.cmd("LRANGE")
                     .arg(keys.articles(label, first))
