@@ -44,6 +44,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use redis::Script;
 
+use self::check::{CheckKind, FirstDecision};
 use self::view::{Place, View};
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, StoredError, Verdict};
 use crate::connect::{Conn, ConnectOptions};
@@ -405,12 +406,14 @@ struct Stored {
 impl Index for RedisIndex {
     async fn check_and_insert(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
         super::require_id(&entry.id)?;
-        self.check(entry, true, true).await
+        self.check(entry, CheckKind::Insert, FirstDecision::CatchUpIfStale)
+            .await
     }
 
     async fn query(&self, entry: &IndexEntry) -> Result<Outcome, IndexError> {
         super::require_id(&entry.id)?;
-        self.check(entry, false, true).await
+        self.check(entry, CheckKind::Query, FirstDecision::CatchUpIfStale)
+            .await
     }
 
     async fn delete(&self, id: &str) -> Result<bool, IndexError> {

@@ -14,6 +14,7 @@
 
 use std::time::Instant;
 
+use super::check::CheckKind;
 use super::view::{Deleted, Live, Origin, View};
 use super::{backend, RedisIndex, ViewState, SYNC};
 use crate::connect::Conn;
@@ -43,9 +44,9 @@ const DELETIONS_PER_READ: usize = 1000;
 /// Whether a check brings its copy up to date before deciding from it: a
 /// copy of age `age` (`None`: never synced, or this process deleted an
 /// article since), after a conflict (`must`: the copy lacks what caused it),
-/// or for a query (`!write`: no commit will validate it).
-fn stale(age: Option<std::time::Duration>, must: bool, write: bool) -> bool {
-    must || !write || age.is_none_or(|age| age >= SYNC_EVERY)
+/// or for a query ([`CheckKind::Query`]: no commit will validate it).
+fn stale(age: Option<std::time::Duration>, must: bool, kind: CheckKind) -> bool {
+    must || kind == CheckKind::Query || age.is_none_or(|age| age >= SYNC_EVERY)
 }
 
 impl RedisIndex {
@@ -89,9 +90,9 @@ impl RedisIndex {
         &self,
         conn: &mut Conn,
         must: bool,
-        write: bool,
+        kind: CheckKind,
     ) -> Result<(), IndexError> {
-        if stale(self.copy_age(), must, write) {
+        if stale(self.copy_age(), must, kind) {
             self.catch_up(conn, must).await?;
         }
         Ok(())
@@ -271,13 +272,14 @@ mod tests {
     #[test]
     fn a_copy_is_brought_up_to_date_when_old_or_when_it_must() {
         let ms = |m| Some(Duration::from_millis(m));
+        let insert = CheckKind::Insert;
         // Fresh: decide at once.
-        assert!(!stale(ms(1), false, true));
+        assert!(!stale(ms(1), false, insert));
         // Old, never synced, or with this process' own deletion since.
-        assert!(stale(Some(SYNC_EVERY), false, true));
-        assert!(stale(None, false, true));
+        assert!(stale(Some(SYNC_EVERY), false, insert));
+        assert!(stale(None, false, insert));
         // After a conflict, and for a query (no commit validates it): always.
-        assert!(stale(ms(1), true, true));
-        assert!(stale(ms(1), false, false));
+        assert!(stale(ms(1), true, insert));
+        assert!(stale(ms(1), false, CheckKind::Query));
     }
 }

@@ -18,6 +18,30 @@ use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::index::{IndexEntry, IndexError, Outcome, Verdict};
 use crate::keys::{bucket_label, slot};
 
+/// What a check does with the article it decides on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CheckKind {
+    /// [`Index::check_and_insert`]: the commit stores the article, and
+    /// validates the decision against what was stored since the view.
+    ///
+    /// [`Index::check_and_insert`]: crate::index::Index::check_and_insert
+    Insert,
+    /// [`Index::query`]: the verdict only; nothing is stored, and no commit
+    /// validates the decision.
+    ///
+    /// [`Index::query`]: crate::index::Index::query
+    Query,
+}
+
+/// What a check's first decision is made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FirstDecision {
+    /// The view, caught up first when it is stale.
+    CatchUpIfStale,
+    /// The view as it is, however far behind Redis (tests only).
+    OnTheViewAsIs,
+}
+
 impl RedisIndex {
     /// **Tests only**: [`Index::check_and_insert`], deciding first from the
     /// view as it is, however far behind Redis it is (another process' inserts
@@ -29,18 +53,19 @@ impl RedisIndex {
         entry: &IndexEntry,
     ) -> Result<Outcome, IndexError> {
         crate::index::require_id(&entry.id)?;
-        self.check(entry, true, false).await
+        self.check(entry, CheckKind::Insert, FirstDecision::OnTheViewAsIs)
+            .await
     }
 
-    /// Check `entry` (and record it when `write`): catch the view up as
-    /// needed (`catch_up`: before the first decision too), decide from it,
-    /// commit; after a conflict, catch up and decide again (at most
-    /// `max_attempts` times).
+    /// Check `entry` (and record it for [`CheckKind::Insert`]): catch the
+    /// view up as needed (before the first decision too, unless
+    /// [`FirstDecision::OnTheViewAsIs`]), decide from it, commit; after a
+    /// conflict, catch up and decide again (at most `max_attempts` times).
     pub(super) async fn check(
         &self,
         entry: &IndexEntry,
-        write: bool,
-        catch_up: bool,
+        kind: CheckKind,
+        first: FirstDecision,
     ) -> Result<Outcome, IndexError> {
         let inner = &self.inner;
         let cfg = &inner.config;
@@ -51,7 +76,7 @@ impl RedisIndex {
         // Roots found no longer stored (deleted, or expired): a verdict
         // names none of them.
         let mut gone: Vec<String> = Vec::new();
-        if !write {
+        if kind == CheckKind::Query {
             // A query has no commit to find the id stored: look first.
             if let Some(stored) = self.lookup(&mut conn, &entry.id).await? {
                 return Ok(Outcome {
@@ -64,8 +89,8 @@ impl RedisIndex {
         for _ in 0..inner.max_attempts {
             // A query has no commit to validate it: always up to date. After a
             // conflict, read what caused it before deciding again.
-            if catch_up || must {
-                self.freshen(&mut conn, must, write).await?;
+            if first == FirstDecision::CatchUpIfStale || must {
+                self.freshen(&mut conn, must, kind).await?;
             }
             must = true;
             let (probe, forgets) = {
@@ -82,7 +107,7 @@ impl RedisIndex {
             };
             let cands = self.fetch(&mut conn, &probe.found).await?;
             let verdict = verdict_among(entry, cands.iter().collect(), cfg, &gone);
-            if !write {
+            if kind == CheckKind::Query {
                 // A query has no commit to find its root gone: look.
                 if let Some(d) = verdict.duplicate().filter(|d| d.dup_of != d.matched) {
                     if self.lookup(&mut conn, &d.dup_of).await?.is_none() {
