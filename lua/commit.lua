@@ -65,7 +65,7 @@ if ARGV[FIRST_BUCKET] == '-1' then
   -- Bulk preload (RedisIndex::preload, benchmarks only): nothing to validate.
   if find_id(P, live, id, idhash) then return {'replay'} end
 else
-  -- The view describes this history (sync.lua): not a flushed namespace,
+  -- The view describes this history (catch_up.lua): not a flushed namespace,
   -- nor one the worker has not read since it was written anew.
   if redis.call('GET', P .. 'history') ~= token then return {'retry', 'history'} end
   if #live ~= (#ARGV - FIRST_BUCKET + 1) / 5 then return {'retry', 'buckets'} end

@@ -106,7 +106,7 @@ async fn main() {
         "check" => {
             let m: u64 = arg(&args, 5, "checks");
             let conc: u64 = arg(&args, 6, "checks in flight");
-            index.sync().await.expect("load the view");
+            index.catch_up().await.expect("load the view");
             let cpu0 = cpu_seconds();
             let started = Instant::now();
             let mut tasks = Vec::new();

@@ -166,7 +166,7 @@ pub enum BenchError {
     Io(#[from] std::io::Error),
 }
 
-/// A worker's cold start: `RedisIndex::sync` of a new process' view.
+/// A worker's cold start: `RedisIndex::catch_up` of a new process' view.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ViewLoad {
     pub seconds: f64,
@@ -444,7 +444,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         );
         let view = {
             let (started, rss) = (std::time::Instant::now(), resident_bytes());
-            index.sync().await?;
+            index.catch_up().await?;
             let held = index.view_articles();
             let view = ViewLoad {
                 seconds: started.elapsed().as_secs_f64(),

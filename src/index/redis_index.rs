@@ -71,7 +71,7 @@ macro_rules! index_script {
 static COMMIT: LazyLock<Script> = index_script!("commit.lua");
 static LOOKUP: LazyLock<Script> = index_script!("lookup.lua");
 static DELETE: LazyLock<Script> = index_script!("delete.lua");
-static SYNC: LazyLock<Script> = index_script!("sync.lua");
+static CATCH_UP: LazyLock<Script> = index_script!("catch_up.lua");
 
 const HOUR_MS: u64 = 3600 * 1000;
 
@@ -131,9 +131,9 @@ struct Inner {
     view: ViewState,
 }
 
-/// How fresh the view is ([`ViewState::synced`]).
+/// How up to date the view is ([`ViewState::caught_up`]).
 #[derive(Default)]
-struct Synced {
+struct CaughtUp {
     /// When the catch-up that last brought the view up to date started
     /// (`None`: never, or this process deleted an article since, which its
     /// next check must see).
@@ -146,8 +146,8 @@ struct Synced {
 
 struct ViewState {
     copy: Mutex<View>,
-    syncing: tokio::sync::Mutex<()>,
-    synced: Mutex<Synced>,
+    catching_up: tokio::sync::Mutex<()>,
+    caught_up: Mutex<CaughtUp>,
 }
 
 impl std::fmt::Debug for RedisIndex {
@@ -235,8 +235,8 @@ impl RedisIndex {
                 default_shape,
                 view: ViewState {
                     copy: Mutex::new(View::default()),
-                    syncing: tokio::sync::Mutex::new(()),
-                    synced: Mutex::new(Synced::default()),
+                    catching_up: tokio::sync::Mutex::new(()),
+                    caught_up: Mutex::new(CaughtUp::default()),
                 },
                 config,
             }),
@@ -428,15 +428,15 @@ impl Index for RedisIndex {
             .map_err(backend)?;
         // This process' next check reads the deletion log first, in a
         // catch-up that starts after this point.
-        let mut synced = self
+        let mut caught_up = self
             .inner
             .view
-            .synced
+            .caught_up
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        synced.at = None;
-        synced.deletes += 1;
-        drop(synced);
+        caught_up.at = None;
+        caught_up.deletes += 1;
+        drop(caught_up);
         Ok(n == 1)
     }
 

@@ -87,7 +87,7 @@ pub async fn connect_redis_index(
             )
             .await?;
             // Load the view of the window before serving.
-            index.sync().await?;
+            index.catch_up().await?;
             Ok::<_, IndexError>(index)
         };
         match attempt.await {

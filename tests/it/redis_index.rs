@@ -228,7 +228,7 @@ async fn a_new_bucket_is_at_most_one_shape_bit_smaller() {
 }
 
 /// Commits Redis ran since the last `CONFIG RESETSTAT`: script calls
-/// (`EVALSHA`) less the catch-ups' (`lua/sync.lua`, which runs the only
+/// (`EVALSHA`) less the catch-ups' (`lua/catch_up.lua`, which runs the only
 /// `XRANGE`).
 fn commits_run(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
@@ -285,7 +285,7 @@ async fn an_insert_through_a_full_list_is_no_conflict() {
     ] {
         let s = u64::from(shared);
         let b = entry(&format!("b-{s}"), t, fp(b_hash, s, &with(shared, s)));
-        idx.sync().await.unwrap();
+        idx.catch_up().await.unwrap();
         // Stored after b's view: shares the hash, no block, no content.
         let a = entry(
             &format!("a-{s}"),
@@ -345,7 +345,7 @@ async fn what_was_inserted_since_is_read_whole_and_deletes_are_skipped() {
             t,
             fp(0x1111_2222_3333_4444 ^ mask, 10 + round, &own),
         );
-        idx.sync().await.unwrap();
+        idx.catch_up().await.unwrap();
         let a = entry(
             &format!("a-{round}"),
             t,
@@ -388,7 +388,7 @@ async fn a_bucket_past_its_retention_does_not_hold_up_the_next() {
         idx.check_and_insert(&old).await.unwrap().verdict,
         Verdict::UNIQUE
     );
-    idx.sync().await.unwrap();
+    idx.catch_up().await.unwrap();
     assert_eq!(idx.view_articles(), 1);
     // Its n: hash expires first: the registry lists the bucket until a
     // commit opens a new one.
@@ -448,7 +448,7 @@ async fn an_unreadable_article_record_holds_up_nothing() {
     }
     // A process whose view filed it before, without reading it.
     let filed = connect(&server.url(), "unreadable").await;
-    filed.sync().await.unwrap();
+    filed.catch_up().await.unwrap();
     let (label, handle) = idx.locate("a").await.unwrap().unwrap();
     let _: () = redis::cmd("LSET")
         .arg(idx.keys().articles(&label, handle))
@@ -457,7 +457,10 @@ async fn an_unreadable_article_record_holds_up_nothing() {
         .query(&mut conn)
         .unwrap();
     let fresh = connect(&server.url(), "unreadable").await;
-    fresh.sync().await.expect("the view loads past the record");
+    fresh
+        .catch_up()
+        .await
+        .expect("the view loads past the record");
     assert_eq!((fresh.view_articles(), filed.view_articles()), (1, 2));
     let copy_of = |e: &IndexEntry| IndexEntry {
         id: format!("{}-copy", e.id),
@@ -499,7 +502,7 @@ async fn a_stale_view_gives_the_verdict_of_now() {
     idx.check_and_insert(&entry("seed", t - 1, fp(0x0123_4567_89ab_cdef, 99, &[])))
         .await
         .unwrap();
-    idx.sync().await.unwrap();
+    idx.catch_up().await.unwrap();
     let sketch_a = sketch(1, 12);
     // 12 bits apart, 3 in each block (as `flip(12)` from `S`): no block shared.
     let (t_orig, t_copy) = (0x5a5a_3c3c_a5a5_c3c3, 0x5a5a_3c3c_a5a5_c3c3 ^ S ^ flip(12));
@@ -568,7 +571,7 @@ async fn articles_past_their_retention_are_decided_but_not_stored() {
     assert_eq!((out.verdict, out.replayed), (Verdict::UNIQUE, false));
     assert_eq!(idx.get("old").await.unwrap(), None);
     // Nothing but the namespace's history token, which a view reads at
-    // its first sync.
+    // its first catch-up.
     assert_eq!(
         keys_of(&mut server.connection(), "old"),
         vec!["simdedup:{old}:history".to_owned()]
@@ -756,18 +759,18 @@ async fn views_follow_each_other() {
     assert!(a.delete("orig").await.unwrap());
     assert!(a.delete("copy").await.unwrap());
     // Another process' deletions reach b's checks once b's view is older than
-    // SYNC_EVERY (5 ms): a check then catches the view up before deciding.
+    // CATCH_UP_EVERY (5 ms): a check then catches the view up before deciding.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let third = entry("third", t + 2, fp(S ^ 2, 3, &sketch(3, 12)));
     assert_eq!(
         b.check_and_insert(&third).await.unwrap().verdict,
         Verdict::UNIQUE
     );
-    b.sync().await.unwrap();
+    b.catch_up().await.unwrap();
     assert_eq!(b.view_articles(), 1);
     // A new process loads what is there.
     let c = open(()).await;
-    c.sync().await.unwrap();
+    c.catch_up().await.unwrap();
     assert_eq!(c.view_articles(), 1);
     // Every key, the deletion log too, expires. (The
     // d: hash whose links were deleted stays, empty but for its "" field, until
@@ -858,14 +861,14 @@ async fn refuses_a_namespace_of_layout(layout: Option<&str>) {
 
 /// A process' own deletion reaches its next check at once, even while a
 /// catch-up of its view that began before the delete is under way. Such a
-/// sync may have read the deletion log before the delete: it must neither make
-/// the copy count as fresh when it ends, nor serve a check that waited for it.
-/// Another process keeps storing batches of unrelated articles, so that every
-/// sync has handles to fetch and is under way most of the time; each round
+/// catch-up may have read the deletion log before the delete: it must neither
+/// make the copy count as fresh when it ends, nor serve a check that waited for
+/// it. Another process keeps storing batches of unrelated articles, so that
+/// every catch-up has handles to fetch and is under way most of the time; each round
 /// stores an article, deletes it and checks a near-duplicate of it, which must
 /// be kept (its only near neighbour is gone).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_own_delete_is_seen_at_once_while_a_sync_is_under_way() {
+async fn an_own_delete_is_seen_at_once_while_a_catch_up_is_under_way() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 

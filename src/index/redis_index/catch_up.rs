@@ -2,7 +2,7 @@
 //! date with Redis (the [`RedisIndex`](super::RedisIndex) methods that do
 //! it live here).
 //!
-//! One script call (`lua/sync.lua`) reads the live buckets with their
+//! One script call (`lua/catch_up.lua`) reads the live buckets with their
 //! counters and shapes, and the deletion log after the last entry applied;
 //! then pipelines read the `a:` elements of the handles inserted since, by
 //! whoever, a chunk per `LRANGE`. A cold view loads
@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use super::check::CheckKind;
 use super::view::{Deleted, Live, Origin, View};
-use super::{backend, RedisIndex, ViewState, SYNC};
+use super::{backend, RedisIndex, ViewState, CATCH_UP};
 use crate::connect::Conn;
 use crate::index::IndexError;
 use crate::keys::{slot, HANDLES_PER_CHUNK};
@@ -33,7 +33,7 @@ use crate::keys::{slot, HANDLES_PER_CHUNK};
 /// commit, by `simdedup bench --sizes 1000000 --checks 50000 --no-e2e
 /// --no-progress --replica` (1 M articles, 16 checks in flight; 881f724
 /// against 257e5e4).
-pub(super) const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
+pub(super) const CATCH_UP_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Chunks per pipeline when fetching new handles (an `LRANGE` of up to 100
 /// articles each).
@@ -42,11 +42,11 @@ const FETCH_CHUNKS: usize = 256;
 const DELETIONS_PER_READ: usize = 1000;
 
 /// Whether a check brings its copy up to date before deciding from it: a
-/// copy of age `age` (`None`: never synced, or this process deleted an
+/// copy of age `age` (`None`: never caught up, or this process deleted an
 /// article since), after a conflict (`must`: the copy lacks what caused it),
 /// or for a query ([`CheckKind::Query`]: no commit will validate it).
 fn stale(age: Option<std::time::Duration>, must: bool, kind: CheckKind) -> bool {
-    must || kind == CheckKind::Query || age.is_none_or(|age| age >= SYNC_EVERY)
+    must || kind == CheckKind::Query || age.is_none_or(|age| age >= CATCH_UP_EVERY)
 }
 
 impl RedisIndex {
@@ -67,10 +67,10 @@ impl RedisIndex {
     /// Bring this process' view of the live articles up to date now (the
     /// first call loads the whole window: call it before serving, so the
     /// first check does not wait for it).
-    pub async fn sync(&self) -> Result<(), IndexError> {
+    pub async fn catch_up(&self) -> Result<(), IndexError> {
         let mut conn = self.inner.conn.clone();
         let started = Instant::now();
-        self.catch_up(&mut conn, true).await?;
+        self.catch_up_now(&mut conn, true).await?;
         tracing::info!(
             articles = self.view_articles(),
             seconds = started.elapsed().as_secs_f64(),
@@ -86,28 +86,28 @@ impl RedisIndex {
 
     /// Before a check decides: bring the view up to date if it is
     /// [`stale`].
-    pub(super) async fn freshen(
+    pub(super) async fn catch_up_if_stale(
         &self,
         conn: &mut Conn,
         must: bool,
         kind: CheckKind,
     ) -> Result<(), IndexError> {
         if stale(self.copy_age(), must, kind) {
-            self.catch_up(conn, must).await?;
+            self.catch_up_now(conn, must).await?;
         }
         Ok(())
     }
 
     /// One task at a time brings the copy up to date; a task that finds
-    /// another doing so waits for it and uses its work, unless that sync may
-    /// have missed this process' own deletion (`must`: do one anyway). A copy
-    /// that is a little behind is safe: the commit validates it.
-    async fn catch_up(&self, conn: &mut Conn, must: bool) -> Result<(), IndexError> {
+    /// another doing so waits for it and uses its work, unless that catch-up
+    /// may have missed this process' own deletion (`must`: do one anyway). A
+    /// copy that is a little behind is safe: the commit validates it.
+    async fn catch_up_now(&self, conn: &mut Conn, must: bool) -> Result<(), IndexError> {
         let state = self.view_state();
-        let _turn = match state.syncing.try_lock() {
+        let _turn = match state.catching_up.try_lock() {
             Ok(turn) => turn,
             Err(_) => {
-                let turn = state.syncing.lock().await;
+                let turn = state.catching_up.lock().await;
                 if !must && self.copy_age().is_some() {
                     return Ok(());
                 }
@@ -116,22 +116,22 @@ impl RedisIndex {
         };
         let began = Instant::now();
         let deletes = state
-            .synced
+            .caught_up
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .deletes;
         // Every handle filed now is in Redis, unless Redis loses it.
         self.view().confirm();
-        let (live, mut deletions, origin) = self.read_sync(conn).await?;
+        let (live, mut deletions, origin) = self.read_catch_up(conn).await?;
         let (wanted, reset) = self.view().follow(origin, &live);
         if reset {
             // The entries read followed the old history's last one.
-            deletions = self.read_sync(conn).await?.1;
+            deletions = self.read_catch_up(conn).await?.1;
         }
         self.fetch_handles(conn, &wanted).await?;
         // The deletion log, after the articles: one deleted before they were
         // fetched came without its entries, one deleted after is filed and
-        // forgotten here or at the next sync.
+        // forgotten here or at the next catch-up.
         loop {
             let full = deletions.len() == DELETIONS_PER_READ;
             {
@@ -144,25 +144,26 @@ impl RedisIndex {
             if !full {
                 break;
             }
-            deletions = self.read_sync(conn).await?.1;
+            deletions = self.read_catch_up(conn).await?.1;
         }
-        let mut synced = state.synced.lock().unwrap_or_else(|e| e.into_inner());
-        if synced.deletes == deletes {
-            synced.at = Some(began);
+        let mut caught_up = state.caught_up.lock().unwrap_or_else(|e| e.into_inner());
+        if caught_up.deletes == deletes {
+            caught_up.at = Some(began);
         }
         Ok(())
     }
 
     /// The live buckets ([`Live`]), the deletion-log entries after the last
-    /// one the view applied, and the history they belong to: `lua/sync.lua`.
-    async fn read_sync(
+    /// one the view applied, and the history they belong to:
+    /// `lua/catch_up.lua`.
+    async fn read_catch_up(
         &self,
         conn: &mut Conn,
     ) -> Result<(Vec<Live>, Vec<Deleted>, Origin), IndexError> {
         let keys = &self.inner.keys;
         let after = self.view().deletions_read.clone();
         let retention_ms = self.inner.bucket_ms as u64 + self.inner.config.window_ms;
-        let (live, deleted, token, replid) = SYNC
+        let (live, deleted, token, replid) = CATCH_UP
             .key(keys.buckets())
             .arg(keys.prefix())
             .arg(after)
@@ -175,12 +176,13 @@ impl RedisIndex {
         Ok((live, deleted, Origin { token, replid }))
     }
 
-    /// How old the copy is: since the start of the last sync that completed
-    /// (`None`: never synced, or this process deleted an article since).
+    /// How old the copy is: since the start of the last catch-up that
+    /// completed (`None`: never caught up, or this process deleted an article
+    /// since).
     fn copy_age(&self) -> Option<std::time::Duration> {
         let state = self.view_state();
         state
-            .synced
+            .caught_up
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .at
@@ -275,8 +277,8 @@ mod tests {
         let insert = CheckKind::Insert;
         // Fresh: decide at once.
         assert!(!stale(ms(1), false, insert));
-        // Old, never synced, or with this process' own deletion since.
-        assert!(stale(Some(SYNC_EVERY), false, insert));
+        // Old, never caught up, or with this process' own deletion since.
+        assert!(stale(Some(CATCH_UP_EVERY), false, insert));
         assert!(stale(None, false, insert));
         // After a conflict, and for a query (no commit validates it): always.
         assert!(stale(ms(1), true, insert));

@@ -90,7 +90,7 @@ impl RedisIndex {
             // A query has no commit to validate it: always up to date. After a
             // conflict, read what caused it before deciding again.
             if first == FirstDecision::CatchUpIfStale || must {
-                self.freshen(&mut conn, must, kind).await?;
+                self.catch_up_if_stale(&mut conn, must, kind).await?;
             }
             must = true;
             let (probe, forgets) = {

@@ -54,18 +54,18 @@ pub(crate) struct View {
     /// Stream id of the last deletion-log entry applied ("" = none read yet).
     pub(crate) deletions_read: String,
     /// This process' own inserts not filed yet, by bucket: each after a
-    /// handle the view lacks (another process' insert, which the next sync
-    /// fetches), filed as soon as the handles before it are.
+    /// handle the view lacks (another process' insert, which the next
+    /// catch-up fetches), filed as soon as the handles before it are.
     own: HashMap<String, BTreeMap<u64, Own>>,
     /// The history the view was loaded from (`None`: not loaded yet).
     origin: Option<Origin>,
 }
 
-/// Which history of the namespace a view describes, as `lua/sync.lua` reads
-/// it: the namespace's history token (key `history`: gone with the data,
-/// written anew by the next sync) and the server's replication id (a new one
-/// after a failover or a restart). A commit carries the token and is refused
-/// under another one.
+/// Which history of the namespace a view describes, as `lua/catch_up.lua`
+/// reads it: the namespace's history token (key `history`: gone with the
+/// data, written anew by the next catch-up) and the server's replication id
+/// (a new one after a failover or a restart). A commit carries the token and
+/// is refused under another one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Origin {
     pub(crate) token: String,
@@ -76,18 +76,18 @@ pub(crate) struct Origin {
 /// fingerprint (`None`: an empty one, held, never found).
 type Own = (u32, Option<Vec<u8>>);
 
-/// A live bucket as `lua/sync.lua` reads it: label, start (unix ms), handle
-/// counter and shape bits (both `None` once its `n:` hash has expired).
+/// A live bucket as `lua/catch_up.lua` reads it: label, start (unix ms),
+/// handle counter and shape bits (both `None` once its `n:` hash has expired).
 pub(crate) type Live = (String, i64, Option<u64>, Option<u32>);
 
 /// A deletion-log entry: its stream id, the bucket label and the handle.
 pub(crate) type Deleted = (String, String, u64);
 
-/// One bucket's articles, handles `1..=synced`.
+/// One bucket's articles, handles `1..=filed`.
 #[derive(Debug)]
 pub(crate) struct BucketCopy {
     pub(crate) start: i64,
-    pub(crate) synced: u64,
+    pub(crate) filed: u64,
     /// Handles Redis is known to hold: those fetched, and this process' own
     /// inserts filed before the counters were last read ([`View::confirm`]).
     /// A counter read below it means Redis lost inserts the view holds.
@@ -176,7 +176,7 @@ fn keys_of_packed<'a>(
 }
 
 impl View {
-    /// The history this view describes ("" before the first sync): what a
+    /// The history this view describes ("" before the first catch-up): what a
     /// commit carries.
     pub(crate) fn token(&self) -> &str {
         self.origin.as_ref().map_or("", |o| o.token.as_str())
@@ -187,11 +187,11 @@ impl View {
     /// read below it is a rollback.
     pub(crate) fn confirm(&mut self) {
         for copy in self.buckets.values_mut() {
-            copy.confirmed = copy.synced;
+            copy.confirmed = copy.filed;
         }
     }
 
-    /// Follow Redis as `lua/sync.lua` read it from `origin`: under another
+    /// Follow Redis as `lua/catch_up.lua` read it from `origin`: under another
     /// history token or replication id, drop everything (returns `true`: the
     /// deletion log is read again from its start), then [`View::plan`].
     pub(crate) fn follow(
@@ -222,7 +222,7 @@ impl View {
     /// again a bucket whose counter is below the handles the view confirmed
     /// (Redis lost inserts the view holds, and hands their handles out
     /// again). Returns, per live bucket, the handles to fetch:
-    /// `synced + 1 ..= counter`.
+    /// `filed + 1 ..= counter`.
     pub(crate) fn plan(&mut self, live: &[Live]) -> Vec<(String, u64, u64)> {
         self.buckets
             .retain(|label, _| live.iter().any(|(l, ..)| l == label));
@@ -251,15 +251,15 @@ impl View {
                 // An own insert decided before is not filed (`stored`).
                 self.forgets += 1;
             }
-            if copy.start != *start || (n.is_none() && copy.synced > 0) || rolled_back {
+            if copy.start != *start || (n.is_none() && copy.filed > 0) || rolled_back {
                 *copy = BucketCopy::new(*start);
                 self.own.remove(label);
             }
             copy.shape = *shape;
             let n = n.unwrap_or(0);
-            if n > copy.synced {
-                copy.reserve((n - copy.synced) as usize);
-                wanted.push((label.clone(), copy.synced + 1, n));
+            if n > copy.filed {
+                copy.reserve((n - copy.filed) as usize);
+                wanted.push((label.clone(), copy.filed + 1, n));
             }
         }
         wanted
@@ -297,17 +297,17 @@ impl View {
             .sum();
         std::hint::black_box(touched);
         for (handle, record) in (from..).zip(records) {
-            if handle != copy.synced + 1 {
+            if handle != copy.filed + 1 {
                 continue;
             }
-            let filed = record
+            let filing = record
                 .map_err(StoredError::from)
                 .and_then(|record| copy.file(handle, record));
-            if let Err(reason) = filed {
+            if let Err(reason) = filing {
                 tracing::warn!(bucket = label, handle, %reason, "unreadable article record: held as deleted");
                 copy.file(handle, None)?;
             }
-            copy.confirmed = copy.synced;
+            copy.confirmed = copy.filed;
         }
         self.file_own(label)
     }
@@ -317,7 +317,7 @@ impl View {
     /// [`forgets`](View::forgets) read `forgets`: file it now if it is the
     /// bucket's next handle (no round trip to learn it), else once the
     /// handles before it are. An article forgotten since may have been this
-    /// one: then it is left to the next sync, which fetches it as it is.
+    /// one: then it is left to the next catch-up, which fetches it as it is.
     /// Worth: with every own insert left to the next catch-up instead (which
     /// fetches back what the process has just written), 20,000 zh articles
     /// through 2 workers took 4× the `LRANGE` calls and 7 % more script
@@ -335,14 +335,14 @@ impl View {
         forgets: u64,
     ) -> Result<(), StoredError> {
         match self.buckets.get(label) {
-            Some(copy) if handle > copy.synced && forgets == self.forgets => {
+            Some(copy) if handle > copy.filed && forgets == self.forgets => {
                 let packed = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
                 let own = self.own.entry(label.to_owned()).or_default();
                 own.insert(handle, (id_key(id), packed));
                 self.file_own(label)
             }
             // Already filed (fetched), or a bucket this copy has not seen yet
-            // (the next sync fetches it).
+            // (the next catch-up fetches it).
             _ => Ok(()),
         }
     }
@@ -354,11 +354,11 @@ impl View {
         };
         while let Some(entry) = own.first_entry() {
             let handle = *entry.key();
-            if handle > copy.synced + 1 {
+            if handle > copy.filed + 1 {
                 break;
             }
             let (id, packed) = entry.remove();
-            if handle == copy.synced + 1 {
+            if handle == copy.filed + 1 {
                 copy.file(handle, Some((id, packed.as_deref())))?;
             }
         }
@@ -376,7 +376,7 @@ impl View {
         self.forgets += 1;
         if let Some(copy) = self.buckets.get_mut(label) {
             match u32::try_from(handle) {
-                Ok(h) if handle <= copy.synced => {
+                Ok(h) if handle <= copy.filed => {
                     copy.articles.remove(h - 1, None);
                 }
                 _ => {
@@ -432,7 +432,7 @@ impl View {
             }
             probe.buckets.push(BucketCheck {
                 label: label.clone(),
-                counter: copy.synced,
+                counter: copy.filed,
                 // Probed buckets are validated even when the view holds none
                 // of their articles yet (another task's catch-up has listed a
                 // new bucket and not fetched it): the commit then tests every
@@ -465,7 +465,7 @@ impl BucketCopy {
     fn new(start: i64) -> BucketCopy {
         BucketCopy {
             start,
-            synced: 0,
+            filed: 0,
             confirmed: 0,
             shape: None,
             articles: Candidates::new(false),
@@ -490,14 +490,14 @@ impl BucketCopy {
     /// File handle `handle`: its [`Record`].
     fn file(&mut self, handle: u64, record: Record<'_>) -> Result<(), StoredError> {
         u32::try_from(handle).map_err(|_| StoredError::HandleTooLarge(handle))?;
-        // Whatever can fail comes first: `synced` counts the slots held, and
+        // Whatever can fail comes first: `filed` counts the slots held, and
         // `apply` files a record that fails again, as deleted.
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
         let keys = match record {
             Some((_, Some(packed))) => Some(keys_of_packed(packed, &mut buf)?),
             _ => None,
         };
-        self.synced = handle;
+        self.filed = handle;
         match record {
             None => self.articles.skip(),
             Some((id, _)) => {
@@ -818,7 +818,7 @@ mod tests {
                 len: 3
             }))
         ));
-        assert_eq!((b.synced, b.articles.len()), (0, 0));
+        assert_eq!((b.filed, b.articles.len()), (0, 0));
     }
 
     #[test]
@@ -835,8 +835,8 @@ mod tests {
         r.stored("b", 1, ("one", &rec(1)), read_at).unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!(handles(&r, &rec(2), (0, 0)), [2]);
-        // Handle 3 is another process' (fetched by the next sync); 4 is ours
-        // and deleted before its turn: dropped, and fetched as deleted.
+        // Handle 3 is another process' (fetched by the next catch-up); 4 is
+        // ours and deleted before its turn: dropped, and fetched as deleted.
         r.stored("b", 4, ("four", &rec(4)), read_at).unwrap();
         r.forget("b", 4);
         assert_eq!(r.plan(&[live("b", 0, 4)]), vec![("b".to_owned(), 3, 4)]);
@@ -846,11 +846,11 @@ mod tests {
         assert!(handles(&r, &rec(4), (0, 0)).is_empty());
         assert_eq!(handles(&r, &rec(3), (0, 0)), [3]);
         // An article forgotten after the check read the view may be the one
-        // it stored: not filed, left to the next sync.
+        // it stored: not filed, left to the next catch-up.
         r.stored("b", 5, ("five", &rec(5)), read_at).unwrap();
         assert_eq!(r.len(), 3);
         assert_eq!(r.plan(&[live("b", 0, 5)]), vec![("b".to_owned(), 5, 5)]);
-        // Stored into a bucket the copy has not seen: left to the next sync.
+        // Stored into a bucket the copy has not seen: left to the next catch-up.
         r.stored("new", 1, ("x", &rec(9)), r.forgets).unwrap();
         assert_eq!(r.len(), 3);
     }

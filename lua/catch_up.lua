@@ -1,4 +1,4 @@
--- sync.lua: what a worker's view needs to catch up, in one call.
+-- catch_up.lua: what a worker's view needs to catch up, in one call.
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] the last
 -- deletion-log entry the view applied ('' = none); ARGV[3] entries to read
 -- at most; ARGV[4] a new history token, stored if the namespace has none;
