@@ -304,7 +304,11 @@ impl RedisIndex {
             }
             let mut handles: Vec<u64> = union.query_async(&mut conn).await.map_err(backend)?;
             handles.sort_unstable();
-            places.extend(handles.into_iter().map(|h| (label.clone(), start, h)));
+            places.extend(handles.into_iter().map(|handle| Place {
+                label: label.clone(),
+                start,
+                handle,
+            }));
         }
         let found = self.fetch(&mut conn, &places).await?;
         Ok(found
@@ -359,7 +363,11 @@ impl RedisIndex {
                         // The start only dates the duplicate, which a cluster
                         // does not read: 0 for a label past the year 9999.
                         let start = bucket_start_of(l).unwrap_or(0);
-                        Some((l.to_owned(), start, h.parse().ok()?))
+                        Some(Place {
+                            label: l.to_owned(),
+                            start,
+                            handle: h.parse().ok()?,
+                        })
                     })
                     .ok_or_else(|| corrupt(StoredError::Link(t.to_owned())))
             })

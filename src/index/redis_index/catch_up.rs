@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use super::check::CheckKind;
-use super::view::{Deleted, Live, Origin, View};
+use super::view::{Deleted, LiveBucket, Origin, View};
 use super::{backend, RedisIndex, ViewState, CATCH_UP};
 use crate::connect::Conn;
 use crate::index::IndexError;
@@ -153,13 +153,13 @@ impl RedisIndex {
         Ok(())
     }
 
-    /// The live buckets ([`Live`]), the deletion-log entries after the last
-    /// one the view applied, and the history they belong to:
+    /// The live buckets ([`LiveBucket`]), the deletion-log entries after the
+    /// last one the view applied, and the history they belong to:
     /// `lua/catch_up.lua`.
     async fn read_catch_up(
         &self,
         conn: &mut Conn,
-    ) -> Result<(Vec<Live>, Vec<Deleted>, Origin), IndexError> {
+    ) -> Result<(Vec<LiveBucket>, Vec<Deleted>, Origin), IndexError> {
         let keys = &self.inner.keys;
         let after = self.view().deletions_read.clone();
         let retention_ms = self.inner.bucket_ms as u64 + self.inner.config.window_ms;
@@ -249,6 +249,20 @@ impl RedisIndex {
             }
         }
         Ok(())
+    }
+}
+
+/// A live bucket as `lua/catch_up.lua` answers it: label, start, handle
+/// counter, shape bits.
+impl redis::FromRedisValue for LiveBucket {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        let (label, start, counter, shape) = redis::FromRedisValue::from_redis_value(v)?;
+        Ok(LiveBucket {
+            label,
+            start,
+            counter,
+            shape,
+        })
     }
 }
 

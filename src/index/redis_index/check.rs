@@ -190,14 +190,19 @@ impl RedisIndex {
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
-        for (label, _, h) in found {
+        for place in found {
             pipe.cmd("LINDEX")
-                .arg(self.inner.keys.articles(label, *h))
-                .arg(slot(*h));
+                .arg(self.inner.keys.articles(&place.label, place.handle))
+                .arg(slot(place.handle));
         }
         let records: Vec<Option<Vec<u8>>> = pipe.query_async(conn).await.map_err(backend)?;
         let mut cands = Vec::with_capacity(found.len());
-        for ((label, start, handle), record) in found.iter().zip(records) {
+        for (place, record) in found.iter().zip(records) {
+            let Place {
+                label,
+                start,
+                handle,
+            } = place;
             let (meta, fp) = match decode_stored(record.as_deref().unwrap_or_default()) {
                 Ok(Some(article)) => article,
                 Ok(None) => continue,

@@ -56,7 +56,7 @@ pub(crate) struct View {
     /// This process' own inserts not filed yet, by bucket: each after a
     /// handle the view lacks (another process' insert, which the next
     /// catch-up fetches), filed as soon as the handles before it are.
-    own: HashMap<String, BTreeMap<u64, Own>>,
+    own: HashMap<String, BTreeMap<u64, OwnInsert>>,
     /// The history the view was loaded from (`None`: not loaded yet).
     origin: Option<Origin>,
 }
@@ -72,13 +72,36 @@ pub(crate) struct Origin {
     pub(crate) replid: String,
 }
 
-/// An own insert waiting to be filed: its id's hash ([`id_key`]) and packed
-/// fingerprint (`None`: an empty one, held, never found).
-type Own = (u32, Option<Vec<u8>>);
+/// An own insert waiting to be filed.
+#[derive(Debug)]
+struct OwnInsert {
+    /// Its id's hash ([`id_key`]).
+    id_key: u32,
+    /// Its packed fingerprint (`None`: an empty one, held, never found).
+    packed: Option<Vec<u8>>,
+}
 
-/// A live bucket as `lua/catch_up.lua` reads it: label, start (unix ms),
-/// handle counter and shape bits (both `None` once its `n:` hash has expired).
-pub(crate) type Live = (String, i64, Option<u64>, Option<u32>);
+impl OwnInsert {
+    /// What filing it needs.
+    fn record(&self) -> Record<'_> {
+        Record {
+            id_key: self.id_key,
+            packed: self.packed.as_deref(),
+        }
+    }
+}
+
+/// A live bucket as `lua/catch_up.lua` reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LiveBucket {
+    pub(crate) label: String,
+    /// Its start, unix ms.
+    pub(crate) start: i64,
+    /// Its handle counter and shape bits, both `None` once its `n:` hash has
+    /// expired.
+    pub(crate) counter: Option<u64>,
+    pub(crate) shape: Option<u32>,
+}
 
 /// A deletion-log entry: its stream id, the bucket label and the handle.
 pub(crate) type Deleted = (String, String, u64);
@@ -111,8 +134,15 @@ pub(crate) struct BucketCopy {
     ids: GrowableBloom,
 }
 
-/// Where the view found a candidate: its bucket's label and start, its handle.
-pub(crate) type Place = (String, i64, u64);
+/// Where the view found a candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Place {
+    /// Its bucket's label and start (unix ms).
+    pub(crate) label: String,
+    pub(crate) start: i64,
+    /// Its handle in that bucket.
+    pub(crate) handle: u64,
+}
 
 /// A candidate article found in the view and read from Redis (its `a:`
 /// element): what a check decides with.
@@ -197,7 +227,7 @@ impl View {
     pub(crate) fn follow(
         &mut self,
         origin: Origin,
-        live: &[Live],
+        live: &[LiveBucket],
     ) -> (Vec<(String, u64, u64)>, bool) {
         let reset = self.origin.as_ref().is_some_and(|o| *o != origin);
         if reset {
@@ -223,13 +253,19 @@ impl View {
     /// (Redis lost inserts the view holds, and hands their handles out
     /// again). Returns, per live bucket, the handles to fetch:
     /// `filed + 1 ..= counter`.
-    pub(crate) fn plan(&mut self, live: &[Live]) -> Vec<(String, u64, u64)> {
+    pub(crate) fn plan(&mut self, live: &[LiveBucket]) -> Vec<(String, u64, u64)> {
         self.buckets
-            .retain(|label, _| live.iter().any(|(l, ..)| l == label));
+            .retain(|label, _| live.iter().any(|b| b.label == *label));
         self.own
-            .retain(|label, _| live.iter().any(|(l, ..)| l == label));
+            .retain(|label, _| live.iter().any(|b| b.label == *label));
         let mut wanted = Vec::new();
-        for (label, start, n, shape) in live {
+        for LiveBucket {
+            label,
+            start,
+            counter: n,
+            shape,
+        } in live
+        {
             let copy = self
                 .buckets
                 .entry(label.clone())
@@ -283,13 +319,16 @@ impl View {
         // Each element is read once; then every list its article goes into
         // is read (`Candidates::touch`), for a cold load is bound by those
         // reads; then the articles are filed.
-        let records: Vec<Result<Record<'_>, DecodeError>> =
+        let records: Vec<Result<Option<Record<'_>>, DecodeError>> =
             elements.iter().map(|e| read_element(e.as_ref())).collect();
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
         let touched: usize = records
             .iter()
             .filter_map(|r| match r {
-                Ok(Some((_, Some(packed)))) => keys_of_packed(packed, &mut buf)
+                Ok(Some(Record {
+                    packed: Some(packed),
+                    ..
+                })) => keys_of_packed(packed, &mut buf)
                     .ok()
                     .map(|k| copy.articles.touch(&k)),
                 _ => None,
@@ -338,7 +377,13 @@ impl View {
             Some(copy) if handle > copy.filed && forgets == self.forgets => {
                 let packed = (!fp.is_empty()).then(|| super::codec::encode_fingerprint(fp));
                 let own = self.own.entry(label.to_owned()).or_default();
-                own.insert(handle, (id_key(id), packed));
+                own.insert(
+                    handle,
+                    OwnInsert {
+                        id_key: id_key(id),
+                        packed,
+                    },
+                );
                 self.file_own(label)
             }
             // Already filed (fetched), or a bucket this copy has not seen yet
@@ -357,9 +402,9 @@ impl View {
             if handle > copy.filed + 1 {
                 break;
             }
-            let (id, packed) = entry.remove();
+            let own = entry.remove();
             if handle == copy.filed + 1 {
-                copy.file(handle, Some((id, packed.as_deref())))?;
+                copy.file(handle, Some(own.record()))?;
             }
         }
         if own.is_empty() {
@@ -423,7 +468,11 @@ impl View {
                 probe.examined = probe
                     .examined
                     .saturating_add(u32::try_from(f.examined).unwrap_or(u32::MAX));
-                let at = |s: &u32| (label.clone(), copy.start, u64::from(*s) + 1);
+                let at = |s: &u32| Place {
+                    label: label.clone(),
+                    start: copy.start,
+                    handle: u64::from(*s) + 1,
+                };
                 probe.found.extend(f.slots.iter().map(at));
                 full = commit::flags(f.full.iter().copied());
                 if let Some(bits) = copy.shape.filter(|_| label == own) {
@@ -487,21 +536,24 @@ impl BucketCopy {
         }))
     }
 
-    /// File handle `handle`: its [`Record`].
-    fn file(&mut self, handle: u64, record: Record<'_>) -> Result<(), StoredError> {
+    /// File handle `handle`: its [`Record`], `None` for a deleted article.
+    fn file(&mut self, handle: u64, record: Option<Record<'_>>) -> Result<(), StoredError> {
         u32::try_from(handle).map_err(|_| StoredError::HandleTooLarge(handle))?;
         // Whatever can fail comes first: `filed` counts the slots held, and
         // `apply` files a record that fails again, as deleted.
         let mut buf = [0; MAX_LOOKUP_SIGNATURES];
         let keys = match record {
-            Some((_, Some(packed))) => Some(keys_of_packed(packed, &mut buf)?),
+            Some(Record {
+                packed: Some(packed),
+                ..
+            }) => Some(keys_of_packed(packed, &mut buf)?),
             _ => None,
         };
         self.filed = handle;
         match record {
             None => self.articles.skip(),
-            Some((id, _)) => {
-                self.ids.insert(id);
+            Some(Record { id_key, .. }) => {
+                self.ids.insert(id_key);
                 self.articles.insert(keys.as_ref())?;
             }
         }
@@ -509,17 +561,25 @@ impl BucketCopy {
     }
 }
 
-/// What filing needs of an `a:` element: its id's hash ([`id_key`]) and its
-/// packed fingerprint (`None`: an empty one); `None` for a deleted article.
-type Record<'a> = Option<(u32, Option<&'a [u8]>)>;
+/// What filing needs of an article's `a:` element.
+#[derive(Debug, Clone, Copy)]
+struct Record<'a> {
+    /// Its id's hash ([`id_key`]).
+    id_key: u32,
+    /// Its packed fingerprint (`None`: an empty one).
+    packed: Option<&'a [u8]>,
+}
 
-/// The [`Record`] of an `a:` element.
-fn read_element(element: &[u8]) -> Result<Record<'_>, DecodeError> {
+/// The [`Record`] of an `a:` element, `None` for a deleted article.
+fn read_element(element: &[u8]) -> Result<Option<Record<'_>>, DecodeError> {
     let Some((packed, meta)) = decode_article(element)? else {
         return Ok(None);
     };
     let (words, id) = meta_words_and_id(meta)?;
-    Ok(Some((id_key(id), (words > 0).then_some(packed))))
+    Ok(Some(Record {
+        id_key: id_key(id),
+        packed: (words > 0).then_some(packed),
+    }))
 }
 
 #[cfg(test)]
@@ -554,12 +614,17 @@ mod tests {
     /// The handles of the candidates of `probe` in bucket range `range`.
     fn handles(r: &View, probe: &Fingerprint, range: (i64, i64)) -> Vec<u64> {
         let found = r.candidates(None, probe, &cfg(), range, "").found;
-        found.into_iter().map(|(_, _, h)| h).collect()
+        found.into_iter().map(|p| p.handle).collect()
     }
 
     /// Bucket `label` live with `n` handles, shaped by 10 bits.
-    fn live(label: &str, start: i64, n: u64) -> Live {
-        (label.to_owned(), start, Some(n), Some(10))
+    fn live(label: &str, start: i64, n: u64) -> LiveBucket {
+        LiveBucket {
+            label: label.to_owned(),
+            start,
+            counter: Some(n),
+            shape: Some(10),
+        }
     }
 
     fn cfg() -> DecisionConfig {
@@ -597,7 +662,14 @@ mod tests {
             ..Default::default()
         };
         let probe = r.candidates(None, &near, &cfg(), (0, 0), "b1");
-        assert_eq!(probe.found, [("b1".to_owned(), 0, 1)]);
+        assert_eq!(
+            probe.found,
+            [Place {
+                label: "b1".to_owned(),
+                start: 0,
+                handle: 1
+            }]
+        );
         assert_eq!(probe.buckets[0].counter, 3);
         assert!(probe.buckets[0].in_range);
         // Its filter of ids: "b" may be held, "c" is not.
@@ -629,7 +701,11 @@ mod tests {
         // Past the filter's first size: it grows.
         let n = 3 * ID_FILTER_MIN as u64;
         for h in 1..=n {
-            b.file(h, Some((id_key(&format!("in-{h}")), None))).unwrap();
+            let record = Record {
+                id_key: id_key(&format!("in-{h}")),
+                packed: None,
+            };
+            b.file(h, Some(record)).unwrap();
         }
         assert!((1..=n).all(|h| b.ids.contains(id_key(&format!("in-{h}")))));
         let wrong = (1..=n)
@@ -687,7 +763,13 @@ mod tests {
         r.apply("c", 1, &[record("a", 1, 1, &[1])]).unwrap();
         // Its counter gone (past its retention, still listed): held empty,
         // so the commit is told it holds nothing there.
-        assert!(r.plan(&[("c".to_owned(), 20, None, None)]).is_empty());
+        let expired = LiveBucket {
+            label: "c".to_owned(),
+            start: 20,
+            counter: None,
+            shape: None,
+        };
+        assert!(r.plan(&[expired]).is_empty());
         assert_eq!(r.len(), 0);
         let probe = r.candidates(None, &fp(1, 1, &[1]), &cfg(), (20, 20), "c");
         assert_eq!(probe.buckets[0].counter, 0);
@@ -812,8 +894,12 @@ mod tests {
         assert!(r.plan(&[live("b", 0, 5)]).is_empty());
         // A record of this process' own that cannot be filed is not counted.
         let mut b = BucketCopy::new(0);
+        let record = Record {
+            id_key: 7,
+            packed: Some(&packed[..3]),
+        };
         assert!(matches!(
-            b.file(1, Some((7, Some(&packed[..3])))),
+            b.file(1, Some(record)),
             Err(StoredError::Decode(DecodeError::FingerprintCounts {
                 len: 3
             }))
@@ -858,7 +944,14 @@ mod tests {
     #[test]
     fn the_own_bucket_s_shape_sets_its_empty_set_flags_and_its_validation() {
         let mut r = View::default();
-        let shaped = |bits| vec![("b".to_owned(), 0, Some(1), bits)];
+        let shaped = |bits| {
+            vec![LiveBucket {
+                label: "b".to_owned(),
+                start: 0,
+                counter: Some(1),
+                shape: bits,
+            }]
+        };
         r.plan(&shaped(Some(10)));
         // Blocks (most significant first): 0001 0002 0003 0004.
         r.apply("b", 1, &[record("a", 0x0001_0002_0003_0004, 1, &[1])])
