@@ -31,7 +31,7 @@
 
 use thin_vec::ThinVec;
 
-use super::meet::Keys;
+use super::meet::CandidateKeys;
 use super::LISTED_PER_HASH;
 use crate::simhash::hamming;
 
@@ -206,7 +206,7 @@ fn simhash_of(blocks: [u16; 4]) -> u64 {
 
 /// What a search found.
 #[derive(Debug, Default)]
-pub(crate) struct Found {
+pub(crate) struct FoundSlots {
     /// Slots, ascending: the SimHashes within the distance among the block
     /// lists, and every slot listed under the content or a lookup hash.
     pub(crate) slots: Vec<u32>,
@@ -278,7 +278,7 @@ impl Candidates {
 
     /// Hold an article found through `keys` (`None`: an empty fingerprint,
     /// held but never found). Returns its slot, or why it cannot be held.
-    pub(crate) fn insert(&mut self, keys: Option<&Keys>) -> Result<u32, CandidatesFull> {
+    pub(crate) fn insert(&mut self, keys: Option<&CandidateKeys>) -> Result<u32, CandidatesFull> {
         let held = if keys.is_some() {
             Held::Filed
         } else {
@@ -328,7 +328,7 @@ impl Candidates {
     /// Remove the article in `slot`; whether there was one. `keys`: those it
     /// was filed under, to unfile it; without them its entries stay (skipped
     /// by searches) and its slot is not given again.
-    pub(crate) fn remove(&mut self, slot: u32, keys: Option<&Keys>) -> bool {
+    pub(crate) fn remove(&mut self, slot: u32, keys: Option<&CandidateKeys>) -> bool {
         let Some(held) = self.held.get_mut(slot as usize) else {
             return false;
         };
@@ -384,7 +384,7 @@ impl Candidates {
     /// pairs, wall time of
     /// `simdedup-bench/examples/commit_profile.rs check URL 10000000 NOW 1 1`;
     /// db96e38 against 2b8cdd5).
-    pub(crate) fn touch(&self, keys: &Keys) -> usize {
+    pub(crate) fn touch(&self, keys: &CandidateKeys) -> usize {
         fn end<const W: usize>(list: &[[u16; W]]) -> usize {
             list.last().map_or(0, |e| usize::from(e[0]))
         }
@@ -415,8 +415,13 @@ impl Candidates {
     /// but by content: [`DecisionConfig::farthest_match`]).
     ///
     /// [`DecisionConfig::farthest_match`]: crate::decision::DecisionConfig::farthest_match
-    pub(crate) fn find(&self, keys: &Keys, max_distance: u32, farthest: u32) -> Found {
-        let mut found = Found::default();
+    pub(crate) fn find(
+        &self,
+        keys: &CandidateKeys,
+        max_distance: u32,
+        farthest: u32,
+    ) -> FoundSlots {
+        let mut found = FoundSlots::default();
         let simhash = simhash_of(keys.blocks);
         for (p, &b) in keys.blocks.iter().enumerate() {
             let list = self.blocks.get(p * LISTS + usize::from(b));
@@ -471,11 +476,11 @@ mod tests {
     }
 
     fn insert(c: &mut Candidates, f: &Fingerprint, lookup: usize) -> u32 {
-        c.insert(Keys::of(f, lookup).as_ref()).unwrap()
+        c.insert(CandidateKeys::of(f, lookup).as_ref()).unwrap()
     }
 
-    fn find(c: &Candidates, f: &Fingerprint, lookup: usize, distance: u32) -> Found {
-        c.find(&Keys::of(f, lookup).unwrap(), distance, 64)
+    fn find(c: &Candidates, f: &Fingerprint, lookup: usize, distance: u32) -> FoundSlots {
+        c.find(&CandidateKeys::of(f, lookup).unwrap(), distance, 64)
     }
 
     #[test]
@@ -503,7 +508,7 @@ mod tests {
         }
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH);
         assert!(listed(&c).full[0]);
-        let keys = Keys::of(&many, 2).unwrap();
+        let keys = CandidateKeys::of(&many, 2).unwrap();
         assert!(c.remove(2, Some(&keys)) && !c.remove(2, Some(&keys)));
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH - 1);
         // The freed slot is given again.
@@ -523,7 +528,7 @@ mod tests {
         assert_eq!(find(&c, &fp(0, 0, &[9]), 3, 0).slots, [0, 1, 2]);
         assert_eq!(find(&c, &fp(0, 0, &[8]), 3, 0).slots, [2]);
         // Removing one unfiles it everywhere.
-        assert!(c.remove(1, Keys::of(&b, 3).as_ref()));
+        assert!(c.remove(1, CandidateKeys::of(&b, 3).as_ref()));
         assert_eq!(find(&c, &fp(0, 0, &[9]), 3, 0).slots, [0, 2]);
         assert!(find(&c, &fp(0, 0, &[5]), 3, 0).slots.is_empty());
         // The bound counts the listings at every position together.
@@ -545,12 +550,12 @@ mod tests {
         // from it, one 18.
         insert(&mut c, &fp((1 << 17) - 1, 1, &[9]), 1);
         insert(&mut c, &fp((1 << 18) - 1, 2, &[9]), 1);
-        let f = c.find(&Keys::of(&fp(0, 3, &[9]), 1).unwrap(), 3, 17);
+        let f = c.find(&CandidateKeys::of(&fp(0, 3, &[9]), 1).unwrap(), 3, 17);
         // The far one is examined (in the block lists of its two zero
         // blocks too) and counts towards a full list, but is not found.
         assert_eq!((f.slots, f.examined), (vec![0], 6));
         // Listed under the content hash, it is found at any distance.
-        let f = c.find(&Keys::of(&fp(0, 2, &[9]), 1).unwrap(), 3, 17);
+        let f = c.find(&CandidateKeys::of(&fp(0, 2, &[9]), 1).unwrap(), 3, 17);
         assert_eq!(f.slots, [0, 1]);
     }
 
@@ -572,7 +577,7 @@ mod tests {
         assert!((0..4)
             .map(|p| c
                 .blocks
-                .get(p * LISTS + usize::from(Keys::of(&variant, 1).unwrap().blocks[p])))
+                .get(p * LISTS + usize::from(CandidateKeys::of(&variant, 1).unwrap().blocks[p])))
             .map(|l| l.iter().any(|e| slot_of(e) == s))
             .eq([true, true, false, false]));
         // Copies removed make room for later ones.

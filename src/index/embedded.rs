@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::candidates::Candidates;
-use super::meet::Keys;
+use super::meet::CandidateKeys;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
@@ -191,7 +191,7 @@ impl State {
 
     /// The verdict on `entry` and how many index slots were examined.
     fn decide(&self, entry: &IndexEntry, cfg: &DecisionConfig) -> (Verdict, u32) {
-        let Some(keys) = Keys::of(&entry.fingerprint, cfg.lookup_signatures) else {
+        let Some(keys) = CandidateKeys::of(&entry.fingerprint, cfg.lookup_signatures) else {
             return (Verdict::UNIQUE, 0);
         };
         // Block neighbours are candidates only within `max_distance`, as in the
@@ -226,7 +226,7 @@ impl State {
             .and_then(|d| self.ids.get(&d.dup_of).copied());
         let slot = self
             .candidates
-            .insert(Keys::filed(fp).as_ref())
+            .insert(CandidateKeys::filed(fp).as_ref())
             .expect("fewer than 2^32 articles in a window");
         let row = Row {
             id: entry.id.clone(),
@@ -269,7 +269,7 @@ impl State {
         if self.ids.get(&row.id) == Some(&slot) {
             self.ids.remove(&row.id);
         }
-        let keys = Keys::filed(&row.fingerprint);
+        let keys = CandidateKeys::filed(&row.fingerprint);
         self.candidates.remove(slot, keys.as_ref())
     }
 }

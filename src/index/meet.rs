@@ -5,25 +5,26 @@
 //! (every SimHash within distance 3 shares one with it at its position: the
 //! pigeonhole rule), its content hash and its lookup sketch hashes (the first
 //! `lookup_signatures` of its sorted sketch), and is filed under the same
-//! blocks and content hash and its whole sketch ([`Keys::filed`]): an excerpt
-//! holds a part of its source's clauses, and the smallest of its own that
-//! the source holds are among the source's sketch, seldom among its first
-//! few. Two articles that share none of these are never each other's
+//! blocks and content hash and its whole sketch
+//! ([`CandidateKeys::filed`]): an excerpt holds a part of its source's
+//! clauses, and the smallest of its own that the source holds are among the
+//! source's sketch, seldom among its first few. Two articles that share none of these are never each other's
 //! candidates, so:
 //! - the candidate index (`index/candidates.rs`) files and finds by them;
 //! - a worker may decide two such articles in either order, at once
 //!   (`src/worker/batch.rs`);
 //! - `lua/commit.lua` counts an article inserted since a worker's view as a
-//!   conflict exactly when [`Keys::meets`] says so for its packed fingerprint
-//!   (the script receives the lookup count from [`Keys::lookup`]).
+//!   conflict exactly when [`CandidateKeys::meets`] says so for its packed
+//!   fingerprint (the script receives the lookup count from
+//!   [`CandidateKeys::lookup`]).
 
 use crate::decision::MAX_LOOKUP_SIGNATURES;
 use crate::fingerprint::Fingerprint;
 use crate::simhash::blocks;
 
-/// What an article is found through.
+/// The keys an article is found through: a candidate shares one with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Keys<'a> {
+pub struct CandidateKeys<'a> {
     /// The SimHash's blocks, most significant first.
     pub blocks: [u16; 4],
     pub content: u64,
@@ -31,13 +32,13 @@ pub struct Keys<'a> {
     pub lookup: &'a [u32],
 }
 
-impl<'a> Keys<'a> {
+impl<'a> CandidateKeys<'a> {
     /// `None` for an empty fingerprint: it is never compared nor indexed.
-    pub fn of(fp: &'a Fingerprint, lookup_signatures: usize) -> Option<Keys<'a>> {
+    pub fn of(fp: &'a Fingerprint, lookup_signatures: usize) -> Option<CandidateKeys<'a>> {
         if fp.is_empty() {
             return None;
         }
-        Some(Keys {
+        Some(CandidateKeys {
             blocks: blocks(fp.simhash),
             content: fp.content,
             lookup: fp.lookup_signatures(lookup_signatures),
@@ -46,7 +47,7 @@ impl<'a> Keys<'a> {
 
     /// The keys an article is filed under: its blocks, its content hash and
     /// its whole sketch (up to [`MAX_LOOKUP_SIGNATURES`] hashes).
-    pub fn filed(fp: &'a Fingerprint) -> Option<Keys<'a>> {
+    pub fn filed(fp: &'a Fingerprint) -> Option<CandidateKeys<'a>> {
         Self::of(fp, MAX_LOOKUP_SIGNATURES)
     }
 
@@ -71,9 +72,9 @@ impl<'a> Keys<'a> {
 
 /// Whether the verdict on one of two articles can depend on whether the other
 /// is stored yet, for any lookup count: the same id, or keys they share
-/// ([`Keys::meets`] with every sketch hash).
+/// ([`CandidateKeys::meets`] with every sketch hash).
 pub fn may_meet(a_id: &str, a: &Fingerprint, b_id: &str, b: &Fingerprint) -> bool {
-    a_id == b_id || Keys::of(a, usize::MAX).is_some_and(|k| k.meets(b))
+    a_id == b_id || CandidateKeys::of(a, usize::MAX).is_some_and(|k| k.meets(b))
 }
 
 #[cfg(test)]
@@ -94,7 +95,7 @@ mod tests {
     #[test]
     fn articles_meet_through_a_block_the_content_or_a_lookup_hash() {
         let a = fp(0x1111_2222_3333_4444, 7, vec![1, 5, 9]);
-        let keys = Keys::of(&a, 2).unwrap();
+        let keys = CandidateKeys::of(&a, 2).unwrap();
         assert_eq!(keys.lookup, [1, 5]);
         // A block at its position; not at another.
         assert!(keys.meets(&fp(0x0000_0000_0000_4444, 8, vec![])));
@@ -109,7 +110,7 @@ mod tests {
         // An empty fingerprint meets nothing.
         let empty = fp(0, 7, vec![]);
         let empty = Fingerprint { words: 0, ..empty };
-        assert!(Keys::of(&empty, 2).is_none());
+        assert!(CandidateKeys::of(&empty, 2).is_none());
         assert!(!keys.meets(&empty));
     }
 }

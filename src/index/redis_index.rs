@@ -337,7 +337,7 @@ impl RedisIndex {
     /// What is stored for `id` (`lua/lookup.lua`).
     async fn lookup(&self, conn: &mut Conn, id: &str) -> Result<Option<Stored>, IndexError> {
         let keys = &self.inner.keys;
-        let reply: Option<Found> = LOOKUP
+        let reply: Option<LookupReply> = LOOKUP
             .key(keys.buckets())
             .arg(keys.prefix())
             .arg(id)
@@ -398,7 +398,7 @@ pub struct BlockHolder {
 
 /// `lua/lookup.lua`'s answer: label, bucket start, `i:` value, `a:` element
 /// and links of a stored article.
-type Found = (String, i64, Vec<u8>, Vec<u8>, String);
+type LookupReply = (String, i64, Vec<u8>, Vec<u8>, String);
 
 /// An article as read back from Redis.
 struct Stored {

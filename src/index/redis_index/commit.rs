@@ -84,7 +84,7 @@ impl CommitArgs<'_> {
     /// The script's ARGV, in its order (`lua/commit.lua` names them).
     pub fn argv(&self) -> Vec<Vec<u8>> {
         let fp = self.fingerprint;
-        let keys = meet::Keys::of(fp, self.lookup_signatures);
+        let keys = meet::CandidateKeys::of(fp, self.lookup_signatures);
         let expire_at = (self.start as u64 + self.retention_ms).div_ceil(1000);
         let root = self.root.unwrap_or("");
         let root_hash = if root.is_empty() {

@@ -31,7 +31,7 @@ use super::commit::{self, BucketCheck};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
 use crate::index::candidates::Candidates;
-use crate::index::meet::Keys;
+use crate::index::meet::CandidateKeys;
 use crate::index::StoredError;
 use crate::keys::POSITIONAL_BLOCK_BITS;
 use crate::simhash::blocks;
@@ -186,19 +186,19 @@ fn id_key(id: &str) -> u32 {
     FxBuildHasher.hash_one(id) as u32
 }
 
-/// The keys a packed fingerprint is filed under ([`Keys::filed`]), its
-/// sketch hashes copied to `sketch`.
+/// The keys a packed fingerprint is filed under
+/// ([`CandidateKeys::filed`]), its sketch hashes copied to `sketch`.
 fn keys_of_packed<'a>(
     packed: &[u8],
     sketch: &'a mut [u32; MAX_LOOKUP_SIGNATURES],
-) -> Result<Keys<'a>, DecodeError> {
+) -> Result<CandidateKeys<'a>, DecodeError> {
     let p = packed_parts(packed).ok_or(DecodeError::FingerprintCounts { len: packed.len() })?;
     let mut len = 0;
     for (slot, s) in sketch.iter_mut().zip(u32s(p.sketch)) {
         *slot = s;
         len += 1;
     }
-    Ok(Keys {
+    Ok(CandidateKeys {
         blocks: blocks(p.simhash),
         content: p.content,
         lookup: &sketch[..len],
@@ -455,7 +455,7 @@ impl View {
         };
         let mut labels: Vec<&String> = self.buckets.keys().collect();
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
-        let keys = Keys::of(fp, cfg.lookup_signatures);
+        let keys = CandidateKeys::of(fp, cfg.lookup_signatures);
         let id = id.map(id_key);
         for label in labels {
             let copy = &self.buckets[label];
@@ -525,7 +525,7 @@ impl BucketCopy {
     /// '1' per block position of `keys` whose Redis set may be empty: no
     /// article held has the block at a position that shares the set (all
     /// four below [`POSITIONAL_BLOCK_BITS`] shape bits, else its own).
-    fn empty_sets(&self, keys: &Keys, bits: u32) -> String {
+    fn empty_sets(&self, keys: &CandidateKeys, bits: u32) -> String {
         commit::flags((0..4).map(|p| {
             let mut shared = if bits >= POSITIONAL_BLOCK_BITS {
                 p..p + 1
