@@ -24,7 +24,7 @@ use crate::fingerprint::Fingerprint;
 use crate::index::{meet, Index, IndexEntry, IndexError};
 use crate::transient::{self, Backoff};
 
-use super::emit::commit_verdicts;
+use super::emit::emit_verdicts;
 use super::health::Trouble;
 use super::order::{self, Turn};
 use super::output::Resolution;
@@ -89,7 +89,7 @@ async fn finish_batch<I: Index + 'static>(
     turn: Turn,
 ) -> (u64, u64) {
     let resolutions = decide(shared, prepared, turn).await;
-    let (emitted, skipped) = commit_verdicts(shared, &entries, &resolutions).await;
+    let (emitted, skipped) = emit_verdicts(shared, &entries, &resolutions).await;
     shared.release(entries.iter());
     tracing::debug!(emitted, skipped, "batch committed");
     (emitted, skipped)

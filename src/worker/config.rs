@@ -13,7 +13,7 @@ pub struct WorkerConfig {
     /// name lets a restarted worker resume its own pending entries at once.
     pub consumer: String,
     /// Entries per XREADGROUP / XAUTOCLAIM (COUNT); a batch is committed in
-    /// script calls of [`commit::ENTRIES_PER_CALL`](super::commit::ENTRIES_PER_CALL) entries.
+    /// script calls of [`ack::ENTRIES_PER_CALL`](super::ack::ENTRIES_PER_CALL) entries.
     pub batch_size: usize,
     /// Entries read and not yet committed, at most. Also what a worker that
     /// crashes leaves for its peers to take over, decided after the entries

@@ -1,6 +1,6 @@
 //! Committing a batch's verdicts: the output entries of its resolved
 //! entries ([`output`](super::output)) go to Redis in script calls of up to
-//! [`ENTRIES_PER_CALL`] entries ([`commit`](super::commit)), one after
+//! [`ENTRIES_PER_CALL`] entries ([`ack`](super::ack)), one after
 //! another in stream order, each retried until it succeeds and, with
 //! `worker.wait_replicas`, until enough replicas hold it. Entries a call
 //! wrote are counted in the metrics; those another consumer had acked first
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::index::Index;
 use crate::transient::{self, Backoff};
 
-use super::commit::{Emit, ENTRIES_PER_CALL};
+use super::ack::{Emit, ENTRIES_PER_CALL};
 use super::health::Trouble;
 use super::output::{emit_for, Resolution};
 use super::shared::Shared;
@@ -23,7 +23,7 @@ type Counted = (&'static str, Option<&'static str>, Option<&'static str>);
 
 /// Commit the outputs of `entries` that have a resolution (`None`: given up
 /// on, left pending). Returns (emitted, skipped).
-pub(super) async fn commit_verdicts<I: Index>(
+pub(super) async fn emit_verdicts<I: Index>(
     shared: &Shared<I>,
     entries: &[RawEntry],
     resolutions: &[Option<Resolution>],
@@ -33,7 +33,7 @@ pub(super) async fn commit_verdicts<I: Index>(
     // idempotent), so that Redis is never busy with one of them for long.
     let mut flags = Vec::with_capacity(emits.len());
     for chunk in emits.chunks(ENTRIES_PER_CALL) {
-        flags.extend(commit_retrying(shared, chunk).await);
+        flags.extend(ack_and_emit_retrying(shared, chunk).await);
     }
     count(shared, &flags, counted)
 }
@@ -82,7 +82,7 @@ fn count<I: Index>(shared: &Shared<I>, flags: &[bool], counted: Vec<Counted>) ->
 /// `worker.wait_replicas`, a call that fewer replicas acknowledged in time
 /// is sent again (a no-op for what it already wrote, then `WAIT` once more),
 /// so the entries stay held until the replicas have them.
-async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bool> {
+async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bool> {
     let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     let mut trouble: Option<Trouble> = None;
     // Entries written by an earlier attempt whose replicas were too few.
@@ -91,7 +91,7 @@ async fn commit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bo
         let started = Instant::now();
         let seen = shared.health.recoveries();
         let mut conn = shared.conn.clone();
-        match shared.committer.commit(&mut conn, chunk).await {
+        match shared.ack_script.ack_and_emit(&mut conn, chunk).await {
             Ok(done) => {
                 for (w, now) in written.iter_mut().zip(&done.written) {
                     *w |= *now;

@@ -256,7 +256,7 @@ impl Metrics {
     fn register_histograms(&mut self) {
         let commit_help = format!(
             "Time of one ack-and-emit script call (up to {} entries of a batch)",
-            super::commit::ENTRIES_PER_CALL
+            super::ack::ENTRIES_PER_CALL
         );
         let r = &mut self.registry;
         for (name, help, h) in [

@@ -16,7 +16,7 @@
 //!   by default in stream order, batches taking turns (`WorkerConfig::ordered`),
 //!   so verdicts match `scan`, with up to `WorkerConfig::pipeline` calls in
 //!   flight among articles that cannot be each other's candidates — then
-//!   commits the batch with script calls of up to 16 entries ([`commit`]) and
+//!   commits the batch with script calls of up to 16 entries ([`ack`]) and
 //!   releases its permits.
 //!
 //! Failures never lose an entry: nothing is acked before its output is written
@@ -42,13 +42,13 @@
 //! - `batch.rs`: one batch — preparing its entries, ordering and resolving
 //!   its index calls;
 //! - `emit.rs`: committing a batch's verdicts, with retries and `WAIT`;
-//! - [`commit`], [`output`], [`stream`], [`order`], [`liveness`] (with the
+//! - [`ack`], [`output`], [`stream`], [`order`], [`liveness`] (with the
 //!   heartbeat), [`health`], [`metrics`]: the pieces those are made of;
 //!   [`config`], [`service`], [`http`], [`shutdown`], [`tools`]: settings,
 //!   the service around a worker, and the operator tools.
 
+pub mod ack;
 mod batch;
-pub mod commit;
 pub mod config;
 mod emit;
 pub mod fingerprint_pool;
@@ -83,7 +83,7 @@ use crate::keys::Keys;
 use crate::transient::{self, Backoff};
 use crate::version_stamp::StampError;
 
-use commit::{CommitOptions, Committer};
+use ack::{AckOptions, AckScript};
 pub use config::WorkerConfig;
 pub use health::Health;
 use liveness::{heartbeat, Liveness};
@@ -269,9 +269,9 @@ impl<I: Index + 'static> Worker<I> {
     /// The state the reader and the batch tasks share, over `conn`.
     fn shared(&self, conn: Conn) -> Result<Shared<I>, WorkerError> {
         let cfg = &self.config;
-        let committer = Committer::new(
+        let ack_script = AckScript::new(
             &self.keys,
-            CommitOptions {
+            AckOptions {
                 group: cfg.group.clone(),
                 output_maxlen: cfg.output_maxlen,
                 dead_maxlen: cfg.dead_maxlen,
@@ -285,7 +285,7 @@ impl<I: Index + 'static> Worker<I> {
             fingerprinter: self.fingerprinter.clone(),
             fingerprint_pool: fingerprint_pool::build(cfg.fingerprint_nice)?,
             config: cfg.clone(),
-            committer,
+            ack_script,
             conn,
             metrics: self.metrics.clone(),
             health: self.health.clone(),
@@ -302,9 +302,9 @@ impl<I: Index + 'static> Worker<I> {
         })
     }
 
-    /// The version stamp, the liveness key, the group and the commit script,
-    /// retried until they work (Redis may still be starting). The key comes
-    /// before the first read: a consumer without one is taken for dead.
+    /// The version stamp, the liveness key, the group and the ack-and-emit
+    /// script, retried until they work (Redis may still be starting). The key
+    /// comes before the first read: a consumer without one is taken for dead.
     /// `false`: shutdown came first.
     async fn prepare(
         &self,
@@ -323,7 +323,7 @@ impl<I: Index + 'static> Worker<I> {
                 }
                 liveness.beat(&mut c).await?;
                 ensure_group(&mut c, &self.keys.input_stream(), &self.config.group).await?;
-                shared.committer.load(&mut c).await.map(Ok)
+                shared.ack_script.load(&mut c).await.map(Ok)
             }
             .await;
             match r {

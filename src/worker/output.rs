@@ -7,7 +7,7 @@ use crate::decision::hundredths_text;
 use crate::index::Verdict;
 use crate::simhash::to_hex;
 
-use super::commit::Emit;
+use super::ack::Emit;
 use super::stream::RawEntry;
 
 /// How an input entry ended.

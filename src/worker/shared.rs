@@ -1,7 +1,7 @@
 //! The state the reader and the batch tasks share: the index, the
-//! fingerprinter and its threads, the commit script, the connection every
-//! call but the reader's goes through, metrics and health, and the set of
-//! entries some task of this worker is processing.
+//! fingerprinter and its threads, the ack-and-emit script, the connection
+//! every call but the reader's goes through, metrics and health, and the set
+//! of entries some task of this worker is processing.
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
@@ -16,7 +16,7 @@ use crate::connect::Conn;
 use crate::fingerprint::Fingerprinter;
 use crate::index::Index;
 
-use super::commit::Committer;
+use super::ack::AckScript;
 use super::config::WorkerConfig;
 use super::health::{Health, Trouble};
 use super::metrics::Metrics;
@@ -29,7 +29,7 @@ pub(super) struct Shared<I> {
     /// Where `fingerprinter` runs, below the priority of the Redis I/O.
     pub(super) fingerprint_pool: rayon::ThreadPool,
     pub(super) config: Arc<WorkerConfig>,
-    pub(super) committer: Committer,
+    pub(super) ack_script: AckScript,
     pub(super) conn: Conn,
     pub(super) metrics: Arc<Metrics>,
     pub(super) health: Arc<Health>,

@@ -1,10 +1,10 @@
-//! The commit: Lua script calls that ack a batch's input entries and, for each
-//! entry actually acked, write the output entry (and the dead letter), at most
-//! [`ENTRIES_PER_CALL`] entries per call.
+//! Acking a batch: calls of `lua/ack_and_emit.lua`, which acks a batch's
+//! input entries and, for each entry actually acked, writes the output entry
+//! (and the dead letter), at most [`ENTRIES_PER_CALL`] entries per call.
 //!
 //! This is where "exactly one output entry per input entry" is enforced; the
 //! argument is written out in `docs/protocol.md`. The script is idempotent: a
-//! retried commit (say, after the reply was lost with the connection) writes
+//! retried call (say, after the reply was lost with the connection) writes
 //! nothing for entries the first attempt already acked. So callers may retry it
 //! freely.
 
@@ -34,9 +34,9 @@ pub struct Emit {
     pub dead: Option<Vec<(Vec<u8>, Vec<u8>)>>,
 }
 
-/// Trimming and cleanup options of the commit.
+/// Trimming and cleanup options of the ack-and-emit calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommitOptions {
+pub struct AckOptions {
     pub group: String,
     /// Approximate MAXLEN of the output stream (0: untrimmed).
     pub output_maxlen: u64,
@@ -44,7 +44,7 @@ pub struct CommitOptions {
     pub dead_maxlen: u64,
     /// XDEL input entries once processed.
     pub delete_processed: bool,
-    /// Replicas that must acknowledge a commit (`WAIT`) before it counts as
+    /// Replicas that must acknowledge a call (`WAIT`) before it counts as
     /// done; 0: none asked.
     pub wait_replicas: u32,
     /// How long one `WAIT` waits for them, milliseconds.
@@ -53,7 +53,7 @@ pub struct CommitOptions {
 
 /// What one ack-and-emit call did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Committed {
+pub struct Acked {
     /// Per entry, whether this call wrote its output (`false`: it had been
     /// acked before).
     pub written: Vec<bool>,
@@ -62,7 +62,7 @@ pub struct Committed {
     pub replicas: Option<u32>,
 }
 
-impl Committed {
+impl Acked {
     /// Whether as many replicas as asked for hold the call's writes.
     pub fn replicated(&self, wanted: u32) -> bool {
         self.replicas.is_none_or(|n| n >= wanted)
@@ -71,15 +71,15 @@ impl Committed {
 
 /// The loaded ack-and-emit script and the keys it works on.
 #[derive(Debug, Clone)]
-pub struct Committer {
+pub struct AckScript {
     script: Script,
     keys: [String; 3],
-    options: CommitOptions,
+    options: AckOptions,
 }
 
-impl Committer {
-    pub fn new(keys: &Keys, options: CommitOptions) -> Committer {
-        Committer {
+impl AckScript {
+    pub fn new(keys: &Keys, options: AckOptions) -> AckScript {
+        AckScript {
             script: Script::new(SCRIPT_SOURCE),
             keys: [
                 keys.input_stream(),
@@ -100,13 +100,13 @@ impl Committer {
     /// `wait_replicas`, then `WAIT` for that many replicas in the same
     /// pipeline, so on the same connection and the same node (on a cluster:
     /// the primary of the namespace's slot, where the script ran).
-    pub async fn commit<C: ConnectionLike + Send>(
+    pub async fn ack_and_emit<C: ConnectionLike + Send>(
         &self,
         conn: &mut C,
         batch: &[Emit],
-    ) -> RedisResult<Committed> {
+    ) -> RedisResult<Acked> {
         if batch.is_empty() {
-            return Ok(Committed {
+            return Ok(Acked {
                 written: Vec::new(),
                 replicas: None,
             });
@@ -159,7 +159,7 @@ impl Committer {
             Some(v) => Some(redis::from_redis_value::<u32>(v)?),
             None => None,
         };
-        Ok(Committed {
+        Ok(Acked {
             written: flags.into_iter().map(|f| f == 1).collect(),
             replicas,
         })
