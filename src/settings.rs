@@ -5,6 +5,10 @@
 //! `SIMDEDUP_WORKER__BATCH_SIZE=256`; top-level ones without: `SIMDEDUP_REDIS_URL`,
 //! `SIMDEDUP_NAMESPACE`. `SIMDEDUP_CONFIG` (the file) and `SIMDEDUP_LOG*` (tracing)
 //! are read by the binary, not here.
+//!
+//! A setting given a new name keeps its old one for one release ([`OLD_NAMES`]):
+//! each layer's old keys are moved to the new ones before the layers are merged,
+//! with a warning naming the new key as that layer spells it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +30,101 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// Environment variables with the `SIMDEDUP_` prefix that are not settings.
 const NOT_SETTINGS: [&str; 3] = ["SIMDEDUP_CONFIG", "SIMDEDUP_LOG", "SIMDEDUP_LOG_FORMAT"];
+
+/// A setting's old name, read for one more release as the new one, with a
+/// warning.
+#[derive(Debug, Clone, Copy)]
+struct OldName {
+    /// The settings' section (`worker`).
+    section: &'static str,
+    old: &'static str,
+    new: &'static str,
+}
+
+/// Settings read under an old name too. `worker.ordered_index_concurrency`
+/// bounds the index calls an ordered worker has in flight, as
+/// `worker.index_concurrency` bounds any worker's; `pipeline`, its old name,
+/// reads as a Redis pipeline, which it is not.
+const OLD_NAMES: [OldName; 1] = [OldName {
+    section: "worker",
+    old: "pipeline",
+    new: "ordered_index_concurrency",
+}];
+
+/// Where a layer of settings comes from: how its operator spells a key.
+#[derive(Debug, Clone, Copy)]
+enum Layer<'a> {
+    File(&'a Path),
+    Environment,
+    Flags,
+}
+
+impl Layer<'_> {
+    /// `key` of `section` as this layer spells it: `worker.pipeline` in
+    /// `FILE`, `SIMDEDUP_WORKER__PIPELINE`, `--pipeline`.
+    fn spelling(self, section: &str, key: &str) -> String {
+        match self {
+            Layer::File(path) => format!("{section}.{key} in {}", path.display()),
+            Layer::Environment => format!(
+                "SIMDEDUP_{}__{}",
+                section.to_ascii_uppercase(),
+                key.to_ascii_uppercase()
+            ),
+            Layer::Flags => format!("--{}", key.replace('_', "-")),
+        }
+    }
+}
+
+/// One layer's settings, its old names moved to the new ones.
+#[derive(Debug, Clone)]
+struct Renamed(config::Map<String, config::Value>);
+
+impl config::Source for Renamed {
+    fn clone_into_box(&self) -> Box<dyn config::Source + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    fn collect(&self) -> Result<config::Map<String, config::Value>, config::ConfigError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// The settings of one layer with each key of [`OLD_NAMES`] under its new
+/// name, and a warning per old name found. Both names in one layer are
+/// refused: which one was meant is unknown.
+fn rename_old_keys(
+    settings: &config::Config,
+    layer: Layer<'_>,
+) -> Result<(Renamed, Vec<String>), SettingsError> {
+    let mut map = config::Source::collect(settings)?;
+    let mut warnings = Vec::new();
+    for name in OLD_NAMES {
+        let Some(config::Value {
+            kind: config::ValueKind::Table(section),
+            ..
+        }) = map.get_mut(name.section)
+        else {
+            continue;
+        };
+        let Some(value) = section.remove(name.old) else {
+            continue;
+        };
+        let (old, new) = (
+            layer.spelling(name.section, name.old),
+            layer.spelling(name.section, name.new),
+        );
+        if section.contains_key(name.new) {
+            return Err(SettingsError::Invalid(format!(
+                "{old} and {new} are one setting, given twice: keep {new} ({old} is its old name)"
+            )));
+        }
+        section.insert(name.new.to_owned(), value);
+        warnings.push(format!(
+            "{old} is now {new}: the old name is still read in this release, not in the next"
+        ));
+    }
+    Ok((Renamed(map), warnings))
+}
 
 /// Which index the worker decides with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -128,7 +227,22 @@ impl Settings {
         file: Option<&Path>,
         flags: &impl Serialize,
     ) -> Result<Settings, SettingsError> {
-        let mut builder = config::Config::builder();
+        let mut warnings = Vec::new();
+        let loaded = Self::load_with_warnings(file, flags, &mut warnings);
+        // Said whether the settings load or not: an old name may be why not.
+        for warning in warnings {
+            tracing::warn!("configuration: {warning}");
+        }
+        loaded
+    }
+
+    /// [`Settings::load_with`], adding what it has to tell the operator (an
+    /// old name used) to `warnings`.
+    fn load_with_warnings(
+        file: Option<&Path>,
+        flags: &impl Serialize,
+        warnings: &mut Vec<String>,
+    ) -> Result<Settings, SettingsError> {
         if let Some(path) = file {
             if !path.exists() {
                 return Err(SettingsError::Invalid(format!(
@@ -136,7 +250,6 @@ impl Settings {
                     path.display()
                 )));
             }
-            builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
         }
         // Only variables that are settings: `SIMDEDUP_CONFIG` and `SIMDEDUP_LOG`
         // would otherwise be read as unknown keys and refused.
@@ -144,14 +257,28 @@ impl Settings {
             .filter(|(k, _)| k.starts_with("SIMDEDUP_") && !NOT_SETTINGS.contains(&k.as_str()))
             .collect();
         check_variables(env.keys())?;
-        builder = builder.add_source(
-            config::Environment::with_prefix("SIMDEDUP")
-                .prefix_separator("_")
-                .separator("__")
-                .try_parsing(true)
-                .source(Some(env)),
-        );
-        builder = builder.add_source(config::Config::try_from(flags)?);
+        let mut layers = Vec::new();
+        if let Some(path) = file {
+            let source = config::File::from(path).format(config::FileFormat::Toml);
+            let settings = config::Config::builder().add_source(source).build()?;
+            layers.push((settings, Layer::File(path)));
+        }
+        let source = config::Environment::with_prefix("SIMDEDUP")
+            .prefix_separator("_")
+            .separator("__")
+            .try_parsing(true)
+            .source(Some(env));
+        let settings = config::Config::builder().add_source(source).build()?;
+        layers.push((settings, Layer::Environment));
+        layers.push((config::Config::try_from(flags)?, Layer::Flags));
+        // Each layer is read alone, its old names moved to the new ones, then
+        // laid over the layers before it.
+        let mut builder = config::Config::builder();
+        for (settings, layer) in &layers {
+            let (renamed, said) = rename_old_keys(settings, *layer)?;
+            builder = builder.add_source(renamed);
+            warnings.extend(said);
+        }
         let settings: Settings = builder.build()?.try_deserialize()?;
         settings.validate()?;
         Ok(settings)
@@ -272,7 +399,10 @@ fn check_variables<'a>(names: impl Iterator<Item = &'a String>) -> Result<(), Se
     let known = setting_variables();
     for name in names {
         let upper = name.to_ascii_uppercase();
-        if known.contains(&upper) {
+        let old_name = OLD_NAMES
+            .iter()
+            .any(|n| Layer::Environment.spelling(n.section, n.old) == upper);
+        if known.contains(&upper) || old_name {
             continue;
         }
         let mut near: Vec<(usize, &String)> = known
@@ -334,6 +464,59 @@ mod tests {
         assert!(shown.contains("[worker]"));
     }
 
+    /// `worker.pipeline`, the old name of `worker.ordered_index_concurrency`,
+    /// is read as it from a file and from flags, with a warning naming the new
+    /// name as each spells it; both names in one layer are refused.
+    #[test]
+    fn an_old_name_is_read_as_the_new_one_with_a_warning() {
+        let load = |file: Option<&Path>, flags: &serde_json::Value| {
+            let mut warnings = Vec::new();
+            let loaded = Settings::load_with_warnings(file, flags, &mut warnings);
+            (loaded, warnings)
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("simdedup.toml");
+        std::fs::write(&file, "[worker]\npipeline = 5\nbatch_size = 64\n").unwrap();
+        let file = Some(file.as_path());
+        let (s, warnings) = load(file, &serde_json::json!({}));
+        let s = s.unwrap();
+        assert_eq!(
+            (s.worker.ordered_index_concurrency, s.worker.batch_size),
+            (5, 64)
+        );
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("worker.pipeline in ")
+                && warnings[0].contains("is now worker.ordered_index_concurrency in "),
+            "{warnings:?}"
+        );
+
+        // Flags over the file, each under either name.
+        let (s, warnings) = load(file, &serde_json::json!({ "worker": { "pipeline": 3 } }));
+        assert_eq!(s.unwrap().worker.ordered_index_concurrency, 3);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("--pipeline is now --ordered-index-concurrency")),
+            "{warnings:?}"
+        );
+        let new_flag = serde_json::json!({ "worker": { "ordered_index_concurrency": 7 } });
+        let (s, _) = load(file, &new_flag);
+        assert_eq!(s.unwrap().worker.ordered_index_concurrency, 7);
+        let (_, warnings) = load(None, &new_flag);
+        assert!(warnings.is_empty(), "{warnings:?}");
+
+        // Said even when the value is refused.
+        let (s, warnings) = load(None, &serde_json::json!({ "worker": { "pipeline": 0 } }));
+        assert!(s.is_err());
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let both = serde_json::json!({
+            "worker": { "pipeline": 3, "ordered_index_concurrency": 7 }
+        });
+        let err = load(None, &both).0.unwrap_err().to_string();
+        assert!(err.contains("keep --ordered-index-concurrency"), "{err}");
+    }
+
     #[test]
     fn bucket_hours_must_be_1_to_720() {
         for (hours, ok) in [
@@ -386,7 +569,7 @@ mod tests {
             "lookup_signatures = 17 but it must be 1 to 16",
         );
         check_range(
-            |s, n| s.worker.pipeline = n,
+            |s, n| s.worker.ordered_index_concurrency = n,
             &[(0, false), (1, true), (16, true), (256, true), (257, false)],
             "but it is 1 (one index call at a time) to 256",
         );

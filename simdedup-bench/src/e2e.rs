@@ -187,7 +187,7 @@ pub struct WorkerSetup {
     pub namespace: String,
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
-    pub pipeline: Option<usize>,
+    pub ordered_index_concurrency: Option<usize>,
     /// `--wait-replicas` of the workers.
     pub wait_replicas: Option<u32>,
     /// `bucket_hours` of the workers (`SIMDEDUP_BUCKET_HOURS`); their default otherwise.
@@ -260,8 +260,8 @@ impl Workers {
             if let Some(m) = setup.max_in_flight {
                 cmd.args(["--max-in-flight", &m.to_string()]);
             }
-            if let Some(p) = setup.pipeline {
-                cmd.args(["--pipeline", &p.to_string()]);
+            if let Some(n) = setup.ordered_index_concurrency {
+                cmd.args(["--ordered-index-concurrency", &n.to_string()]);
             }
             if let Some(n) = setup.wait_replicas {
                 cmd.args(["--wait-replicas", &n.to_string()]);

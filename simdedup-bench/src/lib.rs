@@ -76,10 +76,10 @@ pub struct BenchOptions {
     /// machine's available memory.
     pub max_memory_bytes: Option<u64>,
     /// Passed to the workers (`--batch-size`, `--max-in-flight`,
-    /// `--pipeline`); their defaults otherwise.
+    /// `--ordered-index-concurrency`); their defaults otherwise.
     pub batch_size: Option<usize>,
     pub max_in_flight: Option<usize>,
-    pub pipeline: Option<usize>,
+    pub ordered_index_concurrency: Option<usize>,
     /// Replicas each worker commit waits for (`--wait-replicas`); none otherwise.
     pub wait_replicas: Option<u32>,
     /// Bucket length in hours of the index and the workers (`bucket_hours`);
@@ -119,7 +119,7 @@ impl BenchOptions {
             max_memory_bytes: None,
             batch_size: None,
             max_in_flight: None,
-            pipeline: None,
+            ordered_index_concurrency: None,
             wait_replicas: None,
             bucket_hours: None,
             lookup_signatures: None,
@@ -331,7 +331,7 @@ async fn run_inner(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         namespace: options.namespace.clone(),
         batch_size: options.batch_size,
         max_in_flight: options.max_in_flight,
-        pipeline: options.pipeline,
+        ordered_index_concurrency: options.ordered_index_concurrency,
         wait_replicas: options.wait_replicas,
         bucket_hours: options.bucket_hours,
         lookup_signatures: options.lookup_signatures,

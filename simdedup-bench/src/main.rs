@@ -152,8 +152,8 @@ struct BenchArgs {
     #[arg(long)]
     max_in_flight: Option<usize>,
     /// Passed to the workers (their default otherwise).
-    #[arg(long, value_name = "N")]
-    pipeline: Option<usize>,
+    #[arg(long, value_name = "N", alias = "pipeline")]
+    ordered_index_concurrency: Option<usize>,
     /// Passed to the workers: replicas each commit waits for (WAIT); none by default.
     #[arg(long, value_name = "N")]
     wait_replicas: Option<u32>,
@@ -207,7 +207,7 @@ fn run(args: BenchArgs) -> Result<()> {
     o.max_memory_bytes = args.max_memory_gb.map(|gb| (gb * 1e9) as u64);
     o.batch_size = args.batch_size;
     o.max_in_flight = args.max_in_flight;
-    o.pipeline = args.pipeline;
+    o.ordered_index_concurrency = args.ordered_index_concurrency;
     o.wait_replicas = args.wait_replicas;
     o.e2e_timeout = std::time::Duration::from_secs(args.e2e_timeout);
     o.bucket_hours = args.bucket_hours;

@@ -49,7 +49,17 @@ struct WorkerFlags {
     /// earlier ones it could meet (1-256; 1: one at a time).
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pipeline: Option<usize>,
+    ordered_index_concurrency: Option<usize>,
+    /// `--ordered-index-concurrency` under its old name, read with a warning
+    /// (`crate::settings`); not in the help.
+    #[arg(
+        long = "pipeline",
+        value_name = "N",
+        hide = true,
+        conflicts_with = "ordered_index_concurrency"
+    )]
+    #[serde(rename = "pipeline", skip_serializing_if = "Option::is_none")]
+    old_pipeline: Option<usize>,
     /// Nice steps the fingerprinting threads run below the Redis I/O (0-19, Linux).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(0..=19))]
     #[serde(skip_serializing_if = "Option::is_none")]

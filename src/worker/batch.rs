@@ -305,9 +305,9 @@ async fn resolve_concurrently<I: Index + 'static>(
     }
 }
 
-/// An ordered batch's index calls: up to `pipeline` at once, each started
-/// in stream order once every earlier entry it could meet is decided
-/// ([`may_interact`]); with `pipeline` 1, one after another. A query or a
+/// An ordered batch's index calls: up to `ordered_index_concurrency` at
+/// once, each started in stream order once every earlier entry it could meet
+/// is decided ([`may_interact`]); with 1, one after another. A query or a
 /// delete is a barrier: nothing after it starts before it is done, since what
 /// it does (or, for a query, what it must see) depends on the entries before
 /// it.
@@ -316,7 +316,7 @@ async fn resolve_in_order<I: Index + 'static>(
     prepared: Vec<Prepared>,
     out: &mut Vec<Option<Resolution>>,
 ) {
-    if shared.config.pipeline > 1 {
+    if shared.config.ordered_index_concurrency > 1 {
         return resolve_pipelined(shared, prepared, out).await;
     }
     for p in prepared {
@@ -324,9 +324,9 @@ async fn resolve_in_order<I: Index + 'static>(
     }
 }
 
-/// [`resolve_in_order`] with up to `pipeline` index calls in flight: a check
-/// starts once every earlier check of the batch it may meet is decided, a
-/// query or a delete once everything before it is.
+/// [`resolve_in_order`] with up to `ordered_index_concurrency` index calls in
+/// flight: a check starts once every earlier check of the batch it may meet
+/// is decided, a query or a delete once everything before it is.
 async fn resolve_pipelined<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     prepared: Vec<Prepared>,
@@ -351,7 +351,7 @@ async fn resolve_pipelined<I: Index + 'static>(
                     let (j, _, call) = running.remove(at).expect("found just now");
                     out[first + j] = finish(call).await;
                 }
-                while running.len() >= shared.config.pipeline {
+                while running.len() >= shared.config.ordered_index_concurrency {
                     let (j, _, call) = running.pop_front().expect("not empty");
                     out[first + j] = finish(call).await;
                 }

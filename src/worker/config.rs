@@ -41,15 +41,19 @@ pub struct WorkerConfig {
     /// concurrently (up to `index_concurrency`), faster against a remote index,
     /// but copies that arrive close together may be decided out of order.
     pub ordered: bool,
-    /// Concurrent index calls per batch when `ordered` is off.
+    /// Index calls of this worker in flight at once, over all its batches.
+    /// With `ordered` off, batches call the index concurrently up to this
+    /// bound; with it on, one batch at a time does, up to the lower of this
+    /// and `ordered_index_concurrency`.
     pub index_concurrency: usize,
     /// When `ordered`: index calls of a batch in flight at once. A check waits
     /// for every earlier entry of the batch whose article could be its
     /// candidate (or share its id) to be decided (`may_interact` in `worker/batch.rs`); checks
     /// that cannot meet go together, so verdicts stay those of one after
     /// another while the round trips overlap. A query or a delete waits for
-    /// everything before it. 1: one call at a time.
-    pub pipeline: usize,
+    /// everything before it. 1: one call at a time. Also read as `pipeline`,
+    /// with a warning naming this (`crate::settings`).
+    pub ordered_index_concurrency: usize,
     /// How many steps below the rest of the worker its fingerprinting threads
     /// run (a nice value, 0-19; Linux only; 0: the same priority). The index
     /// calls wait on the threads that talk to Redis, fingerprinting is bulk
@@ -109,7 +113,7 @@ impl Default for WorkerConfig {
             order_across_workers: true,
             ordered: true,
             index_concurrency: 32,
-            pipeline: 16,
+            ordered_index_concurrency: 16,
             fingerprint_nice: 10,
             block_ms: 1000,
             liveness_ttl_ms: 3_000,
@@ -136,10 +140,10 @@ impl WorkerConfig {
                 "worker.batch_size must be positive and at most worker.max_in_flight".into(),
             );
         }
-        if self.pipeline == 0 || self.pipeline > 256 {
+        if self.ordered_index_concurrency == 0 || self.ordered_index_concurrency > 256 {
             return Err(format!(
-                "worker.pipeline = {} but it is 1 (one index call at a time) to 256",
-                self.pipeline
+                "worker.ordered_index_concurrency = {} but it is 1 (one index call at a time) to 256",
+                self.ordered_index_concurrency
             ));
         }
         if self.fingerprint_nice > 19 {

@@ -14,8 +14,9 @@
 //!   pool ([`fingerprint_pool`], run at a lower priority so that CPU work
 //!   never delays the async threads that talk to Redis), calls the index —
 //!   by default in stream order, batches taking turns (`WorkerConfig::ordered`),
-//!   so verdicts match `scan`, with up to `WorkerConfig::pipeline` calls in
-//!   flight among articles that cannot be each other's candidates — then
+//!   so verdicts match `scan`, with up to
+//!   `WorkerConfig::ordered_index_concurrency` calls in flight among
+//!   articles that cannot be each other's candidates — then
 //!   commits the batch with script calls of up to 16 entries ([`ack`]) and
 //!   releases its permits.
 //!

@@ -116,6 +116,64 @@ fn a_stray_simdedup_variable_is_named_with_the_settings_it_could_mean() {
     assert!(err.contains("SIMDEDUP_DECISION__MAX_DISTANCE"), "{err}");
 }
 
+/// A setting under its old name (`worker.pipeline`) is still read, in a
+/// file, the environment and a flag, as its new one, with a warning naming
+/// the new one as that layer spells it; `simdedup config` shows the new name.
+#[test]
+fn an_old_setting_name_is_read_with_a_warning_naming_the_new_one() {
+    let out = simdedup(&["config"], &[("SIMDEDUP_WORKER__PIPELINE", "4")], b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let worker: toml::Table = toml::from_str::<toml::Table>(&shown).unwrap()["worker"]
+        .as_table()
+        .unwrap()
+        .clone();
+    assert_eq!(worker["ordered_index_concurrency"].as_integer(), Some(4));
+    assert!(!worker.contains_key("pipeline"), "{shown}");
+    let err = stderr(&out);
+    assert!(
+        err.contains("SIMDEDUP_WORKER__PIPELINE is now SIMDEDUP_WORKER__ORDERED_INDEX_CONCURRENCY"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("simdedup.toml");
+    std::fs::write(&file, "[worker]\npipeline = 5\n").unwrap();
+    let out = simdedup(&["config", "-c", file.to_str().unwrap()], &[], b"");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("ordered_index_concurrency = 5"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("worker.pipeline in ")
+            && err.contains("is now worker.ordered_index_concurrency"),
+        "{err}"
+    );
+
+    // The flag reaches the setting: 0 is refused under the new name.
+    let out = simdedup(
+        &[
+            "worker",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+            "--pipeline",
+            "0",
+        ],
+        &[],
+        b"",
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("--pipeline is now --ordered-index-concurrency")
+            && err.contains("worker.ordered_index_concurrency = 0"),
+        "{err}"
+    );
+}
+
 /// A worker process on `server`, killed when dropped.
 struct Worker(Child);
 
@@ -245,7 +303,10 @@ fn help_shows_the_defaults_and_only_the_flags_that_apply() {
         ("--http-addr", d.http_addr.clone()),
         ("--max-deliveries", d.max_deliveries.to_string()),
         ("--shutdown-timeout-ms", d.shutdown_timeout_ms.to_string()),
-        ("--pipeline", d.pipeline.to_string()),
+        (
+            "--ordered-index-concurrency",
+            d.ordered_index_concurrency.to_string(),
+        ),
         ("--window-hours", "48".to_string()),
         ("--max-distance", "3".to_string()),
         ("--namespace", "default".to_string()),

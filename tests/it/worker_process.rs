@@ -2,7 +2,8 @@
 //! finishes its entries; SIGTERM stops a worker with exit status 0; /metrics,
 //! /healthz and /readyz answer; each worker flag that changes behaviour
 //! (`--fingerprint-nice`, `--max-deliveries`, `--shutdown-timeout-ms`,
-//! `--wait-replicas`, `--pipeline`) has its effect seen from outside.
+//! `--wait-replicas`, `--ordered-index-concurrency`) has its effect seen from
+//! outside.
 //!
 //! Each process uses `--index embedded` (its own index), so verdicts across
 //! processes are not what is checked here: the stream protocol is (every input
@@ -996,20 +997,26 @@ fn wait_replicas_holds_entries_until_a_replica_has_them() {
     assert!(metric(port, "simdedup_replica_waits_timed_out_total") > 0);
 }
 
-/// `--pipeline`: 1 (one index call at a time) and 256 decide the same as
-/// `scan`; 0 is refused with the range.
+/// `--ordered-index-concurrency`: 1 (one index call at a time) and 256
+/// decide the same as `scan`; 0 is refused with the range.
 #[test]
-fn pipeline_depths_decide_alike_and_zero_is_refused() {
+fn ordered_index_concurrencies_decide_alike_and_zero_is_refused() {
     let server = RedisServer::start();
     let refused = Command::new(env!("CARGO_BIN_EXE_simdedup"))
-        .args(["worker", "--redis-url", &server.url(), "--pipeline", "0"])
+        .args([
+            "worker",
+            "--redis-url",
+            &server.url(),
+            "--ordered-index-concurrency",
+            "0",
+        ])
         .env_remove("SIMDEDUP_CONFIG")
         .output()
         .unwrap();
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        err.contains("worker.pipeline") && err.contains("256"),
+        err.contains("worker.ordered_index_concurrency") && err.contains("256"),
         "{err}"
     );
     let mut conn = server.connection();
@@ -1024,7 +1031,7 @@ fn pipeline_depths_decide_alike_and_zero_is_refused() {
             port,
             "redis",
             Stdio::inherit(),
-            &["--pipeline", depth],
+            &["--ordered-index-concurrency", depth],
         );
         for v in 0..4u64 {
             for g in 0..10u64 {
@@ -1049,7 +1056,10 @@ fn pipeline_depths_decide_alike_and_zero_is_refused() {
             } else {
                 "duplicate"
             };
-            assert_eq!(f["verdict"], want, "--pipeline {depth}: {f:?}");
+            assert_eq!(
+                f["verdict"], want,
+                "--ordered-index-concurrency {depth}: {f:?}"
+            );
         }
     }
 }

@@ -568,21 +568,21 @@ async fn poison_entries_are_dead_lettered_after_max_deliveries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_keeps_the_first_of_each_group() {
     let server = RedisServer::start();
-    for (ns, pipeline) in [("ordered", 16), ("ordered-one-at-a-time", 1)] {
+    for (ns, ordered_index_concurrency) in [("ordered", 16), ("ordered-one-at-a-time", 1)] {
         let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
-        keeps_the_first_of_each_group(&server, ns, index, pipeline).await;
+        keeps_the_first_of_each_group(&server, ns, index, ordered_index_concurrency).await;
     }
 }
 
 /// The same on the Redis index, with the calls pipelined
-/// (`WorkerConfig::pipeline`: a copy waits for its original, the fillers
-/// between groups do not), and one at a time.
+/// (`WorkerConfig::ordered_index_concurrency`: a copy waits for its original,
+/// the fillers between groups do not), and one at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_worker_keeps_the_first_of_each_group_on_redis() {
     let server = RedisServer::start();
-    for (ns, pipeline) in [("pipelined", 16), ("one-at-a-time", 1)] {
+    for (ns, ordered_index_concurrency) in [("pipelined", 16), ("one-at-a-time", 1)] {
         let index = redis_index(&server, ns).await;
-        keeps_the_first_of_each_group(&server, ns, index, pipeline).await;
+        keeps_the_first_of_each_group(&server, ns, index, ordered_index_concurrency).await;
     }
 }
 
@@ -628,7 +628,7 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
     server: &impl Deployment,
     ns: &str,
     index: Arc<I>,
-    pipeline: usize,
+    ordered_index_concurrency: usize,
 ) {
     let keys = Keys::new(ns);
     let mut conn = server.connection_for(&keys.input_stream());
@@ -646,7 +646,7 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
     let config = WorkerConfig {
         consumer: "solo".into(),
         batch_size: 8,
-        pipeline,
+        ordered_index_concurrency,
         ..fast_config()
     };
     run_until_answered(server, ns, index, config, (groups * copies) as usize).await;
@@ -665,20 +665,20 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
 /// v2, filler, filler, delete v0, v0 again, v1`. The query sees `v0`. `v0`
 /// sent again after its delete is stored afresh — unique, not a replay of the
 /// deleted one — and `v1` is a copy of it. One call at a time, and with the
-/// calls pipelined (`WorkerConfig::pipeline`), where deletes and queries are
-/// barriers.
+/// calls pipelined (`WorkerConfig::ordered_index_concurrency`), where deletes
+/// and queries are barriers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelining_never_passes_a_delete_or_a_query() {
     let server = RedisServer::start();
-    for (ns, pipeline) in [("barrier", 1), ("barrier-pipelined", 16)] {
-        deletes_and_queries_keep_their_places(&server, ns, pipeline).await;
+    for (ns, ordered_index_concurrency) in [("barrier", 1), ("barrier-pipelined", 16)] {
+        deletes_and_queries_keep_their_places(&server, ns, ordered_index_concurrency).await;
     }
 }
 
 async fn deletes_and_queries_keep_their_places(
     server: &impl Deployment,
     ns: &str,
-    pipeline: usize,
+    ordered_index_concurrency: usize,
 ) {
     let keys = Keys::new(ns);
     let mut conn = server.connection_for(&keys.input_stream());
@@ -713,7 +713,7 @@ async fn deletes_and_queries_keep_their_places(
         consumer: "solo".into(),
         // Two whole groups per batch.
         batch_size: 14,
-        pipeline,
+        ordered_index_concurrency,
         ..fast_config()
     };
     run_until_answered(server, ns, index, config, (groups * 7) as usize).await;
