@@ -74,8 +74,7 @@ pub fn is_refused_by_acl(e: &RedisError) -> bool {
 }
 
 /// What to do about an ACL refusal: the user's role and where its ACL is.
-/// Added where an error is shown (`cli::advice`); a worker's
-/// `WorkerError::Permission` says it itself.
+/// Added where an error is shown (`cli::advice`).
 pub const ACL_ADVICE: &str =
     "give the user the ACL of its role in docs/redis-keys.md (\"ACL per role\")";
 

@@ -107,8 +107,8 @@ pub enum WorkerError {
     Redis(#[from] RedisError),
     /// Redis refused a command by the user's ACL: it stays refused until an
     /// operator changes the ACL, so the worker stops and says which.
-    #[error("Redis refused a command the worker needs ({0}): {ACL_ADVICE}", ACL_ADVICE = transient::ACL_ADVICE)]
-    Permission(RedisError),
+    #[error("Redis refused a command the worker needs")]
+    Permission(#[source] RedisError),
     #[error("HTTP listener: {0}")]
     Http(#[from] std::io::Error),
     #[error("could not start the fingerprinting threads: {0}")]
