@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     inner: simdedup::redis_server::RedisServer,
     pub port: u16,
+    /// The port, bound once the server is killed ([`RedisServer::kill`]).
+    held_port: Option<std::net::TcpListener>,
 }
 
 /// A child process killed (SIGKILL) and reaped when dropped, unless it has
@@ -77,6 +79,7 @@ impl RedisServer {
         RedisServer {
             port: inner.port(),
             inner,
+            held_port: None,
         }
     }
 
@@ -94,6 +97,15 @@ impl RedisServer {
     /// Kill the server at once (SIGKILL), as a crashed machine would.
     pub fn kill(&mut self) {
         self.inner.kill();
+    }
+
+    /// [`kill`](Self::kill), then keep the port bound (a listener that
+    /// accepts nothing) until drop: a replica of this server still tries
+    /// its address, and must not meet another test's server started on the
+    /// freed port, whose data it would sync in place of its own.
+    pub fn kill_holding_port(&mut self) {
+        self.kill();
+        self.held_port = std::net::TcpListener::bind(("127.0.0.1", self.port)).ok();
     }
 
     /// Send the server `signal` (`STOP` or `-STOP`: it freezes, as a
@@ -352,6 +364,7 @@ impl SentinelGroup {
                 RedisServer {
                     port: inner.port(),
                     inner,
+                    held_port: None,
                 }
             })
             .collect();
