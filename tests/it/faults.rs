@@ -651,18 +651,6 @@ fn redis_out_of_memory_and_lifted() {
     );
 }
 
-/// The consumer group of `keys`' input stream, created with the stream.
-fn create_group(conn: &mut redis::Connection, keys: &Keys) {
-    let _: () = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(keys.input_stream())
-        .arg(GROUP)
-        .arg("0")
-        .arg("MKSTREAM")
-        .query(conn)
-        .unwrap();
-}
-
 /// XADD article `id` and have consumer `ghost` read it and die (it never
 /// had a liveness key): the entry is stranded on it.
 fn strand(conn: &mut redis::Connection, keys: &Keys, ghost: &str, id: &str, text: &str) {

@@ -827,14 +827,7 @@ fn max_deliveries_dead_letters_an_entry_delivered_too_often() {
     let server = RedisServer::start();
     let keys = Keys::new("deliveries");
     let mut conn = server.connection();
-    let _: () = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(keys.input_stream())
-        .arg("simdedup")
-        .arg("0")
-        .arg("MKSTREAM")
-        .query(&mut conn)
-        .unwrap();
+    create_group(&mut conn, &keys);
     // Both entries read by a consumer that died (it has no liveness key); the
     // first read twice more (each XREADGROUP of its pending entries counts a
     // delivery): 3 deliveries, and 1.

@@ -498,14 +498,7 @@ async fn poison_entries_are_dead_lettered_after_max_deliveries() {
     let server = RedisServer::start();
     let keys = Keys::new("poison");
     let mut conn = server.connection();
-    let _: () = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg(keys.input_stream())
-        .arg("simdedup")
-        .arg("0")
-        .arg("MKSTREAM")
-        .query(&mut conn)
-        .unwrap();
+    create_group(&mut conn, &keys);
     let text = article_text(3, 0);
     let id = xadd(
         &mut conn,

@@ -153,6 +153,19 @@ pub fn story(g: u64, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// The workers' consumer group (`simdedup`) of `keys`' input stream,
+/// created with the stream, as a worker creates it: from the start.
+pub fn create_group(conn: &mut redis::Connection, keys: &Keys) {
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(keys.input_stream())
+        .arg("simdedup")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(conn)
+        .unwrap();
+}
+
 /// XADD an entry with the given fields; returns its id.
 pub fn xadd(conn: &mut redis::Connection, keys: &Keys, fields: &[(&str, &[u8])]) -> String {
     let mut cmd = redis::cmd("XADD");
