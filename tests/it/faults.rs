@@ -208,11 +208,7 @@ impl Worker {
     }
 
     fn metric(&self, name: &str) -> u64 {
-        let (_, body) = self.get("/metrics").expect("GET /metrics");
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in /metrics"))
+        support::metric(self.port, name).unwrap_or_else(|| panic!("{name} in /metrics"))
     }
 
     /// Send `sig` (`-STOP`, `-CONT`, ...) to the process.

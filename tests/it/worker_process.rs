@@ -17,36 +17,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use simdedup::keys::Keys;
-use support::{free_port, http_get, RedisServer};
+// A worker process, killed when dropped: a failing assertion must not leave
+// workers running (they would hold the test's stderr open and keep working).
+use support::KillOnDrop as Worker;
+use support::{free_port, http_get, metric, RedisServer};
 use worker_common::*;
 
 const LIMIT: Duration = Duration::from_secs(180);
-
-/// A worker process, killed when dropped: a failing assertion must not leave
-/// workers running (they would hold the test's stderr open and keep working).
-struct Worker(Child);
-
-impl std::ops::Deref for Worker {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Worker {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-}
 
 fn spawn_worker(server: &RedisServer, ns: &str, consumer: &str, http_port: u16) -> Worker {
     spawn_worker_with(server, ns, consumer, http_port, "embedded")
@@ -763,15 +740,6 @@ fn a_future_entry_id_does_not_reject_later_articles() {
     assert_eq!(warnings, 1, "one warning for the stream:\n{logged}");
 }
 
-/// A gauge or counter of a worker's /metrics (0 when absent).
-fn metric(port: u16, name: &str) -> u64 {
-    let (_, body) = http_get(port, "/metrics").unwrap_or_default();
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// The name and nice value of a `/proc/.../stat` record (field 19).
 fn name_and_nice(stat: &str) -> Option<(String, i64)> {
     let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
@@ -920,7 +888,8 @@ fn shutdown_timeout_bounds_the_wait_for_entries_in_flight() {
     // Redis stopped at a moment both workers hold entries.
     wait_until("both workers holding entries", LIMIT, || {
         server.signal("-STOP");
-        let held = metric(ps, "simdedup_in_flight") > 0 && metric(pl, "simdedup_in_flight") > 0;
+        let holding = |port| metric(port, "simdedup_in_flight").is_some_and(|n| n > 0);
+        let held = holding(ps) && holding(pl);
         if !held {
             server.signal("-CONT");
         }
@@ -979,15 +948,15 @@ fn wait_replicas_holds_entries_until_a_replica_has_them() {
         LIMIT,
         || matches!(http_get(port, "/readyz"), Some((503, b)) if b.contains("NOREPLICAS")),
     );
-    assert_eq!(metric(port, "simdedup_in_flight"), 3, "held");
+    assert_eq!(metric(port, "simdedup_in_flight"), Some(3), "held");
     let _replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &server.port.to_string()]);
     wait_until("the held entries done", LIMIT, || {
-        metric(port, "simdedup_in_flight") == 0
+        metric(port, "simdedup_in_flight") == Some(0)
             && http_get(port, "/readyz").map(|r| r.0) == Some(200)
     });
     let outputs = assert_exactly_once(&mut conn, &keys, "simdedup");
     assert_eq!(outputs.len(), 3);
-    assert!(metric(port, "simdedup_replica_waits_timed_out_total") > 0);
+    assert!(metric(port, "simdedup_replica_waits_timed_out_total").is_some_and(|n| n > 0));
 }
 
 /// `--ordered-index-concurrency`: 1 (one index call at a time) and 256

@@ -42,6 +42,16 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// A gauge or counter without labels of the worker whose HTTP listener is
+/// on 127.0.0.1:`port`, read from its /metrics; `None` when it does not
+/// answer or shows no such series.
+pub fn metric(port: u16, name: &str) -> Option<u64> {
+    let (_, body) = http_get(port, "/metrics")?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// A port nobody listens on right now.
 pub fn free_port() -> u16 {
     simdedup::redis_server::free_port().expect("bind an ephemeral port")
