@@ -210,8 +210,15 @@ impl DecisionConfig {
         if fp.size >= self.judged_size {
             64
         } else {
-            self.max_distance.max(self.sentence_max_distance)
+            self.sentence_reach()
         }
+    }
+
+    /// The farthest, in SimHash bits, a candidate can be and still match by
+    /// the simhash or the sentence signal (the sentence bound at full
+    /// overlap): beyond it, only by the share of text found.
+    pub fn sentence_reach(&self) -> u32 {
+        self.max_distance.max(self.sentence_max_distance)
     }
 
     /// The SimHash bound for a candidate with estimated text overlap `overlap`

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use super::candidates::Candidates;
+use super::candidates::{Candidates, Reach};
 use super::meet::CandidateKeys;
 use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
@@ -196,17 +196,17 @@ impl State {
         };
         // Block neighbours are candidates only within `max_distance`, as in the
         // Redis index: a farther one that shares sketch hashes is found through
-        // the sketch lists, within `farthest_match`, or not at all, in both.
-        let found = self.candidates.find(
-            &keys,
-            cfg.max_distance,
-            cfg.farthest_match(&entry.fingerprint),
-        );
+        // the sketch lists, within the reach, or not at all, in both.
+        let found =
+            self.candidates
+                .find(&keys, cfg.max_distance, Reach::of(cfg, &entry.fingerprint));
         let examined = u32::try_from(found.examined).unwrap_or(u32::MAX);
         let candidates = found
             .slots
             .iter()
-            .filter_map(|&s| self.rows[s as usize].as_ref())
+            .copied()
+            .chain(found.alone(&found.listed))
+            .filter_map(|s| self.rows[s as usize].as_ref())
             .map(|r| CandidateView::of(&r.id, &r.fingerprint, r.ts_ms));
         let decision = decide(&entry.fingerprint, entry.ts_ms, candidates, cfg);
         // The match's root, while it is stored: a verdict never names a

@@ -30,7 +30,7 @@ use super::codec::{decode_article, meta_words_and_id, packed_parts, u32s, Decode
 use super::commit::{self, BucketCheck};
 use crate::decision::{DecisionConfig, MAX_LOOKUP_SIGNATURES};
 use crate::fingerprint::Fingerprint;
-use crate::index::candidates::Candidates;
+use crate::index::candidates::{listed_over, Candidates, Reach};
 use crate::index::meet::CandidateKeys;
 use crate::index::StoredError;
 use crate::keys::POSITIONAL_BLOCK_BITS;
@@ -457,27 +457,30 @@ impl View {
         labels.sort_unstable_by_key(|l| self.buckets[*l].start);
         let keys = CandidateKeys::of(fp, cfg.lookup_signatures);
         let id = id.map(id_key);
+        let reach = Reach::of(cfg, fp);
+        let place = |label: &String, copy: &BucketCopy, slot: u32| Place {
+            label: label.clone(),
+            start: copy.start,
+            handle: u64::from(slot) + 1,
+        };
+        let mut searched = Vec::new();
         for label in labels {
             let copy = &self.buckets[label];
             let probed = keys.filter(|_| (lo..=hi).contains(&copy.start));
             let mut full = String::new();
             if let Some(keys) = probed {
-                let f = copy
-                    .articles
-                    .find(&keys, cfg.max_distance, cfg.farthest_match(fp));
+                let f = copy.articles.find(&keys, cfg.max_distance, reach);
                 probe.examined = probe
                     .examined
                     .saturating_add(u32::try_from(f.examined).unwrap_or(u32::MAX));
-                let at = |s: &u32| Place {
-                    label: label.clone(),
-                    start: copy.start,
-                    handle: u64::from(*s) + 1,
-                };
-                probe.found.extend(f.slots.iter().map(at));
+                probe
+                    .found
+                    .extend(f.slots.iter().map(|&s| place(label, copy, s)));
                 full = commit::flags(f.full.iter().copied());
                 if let Some(bits) = copy.shape.filter(|_| label == own) {
                     probe.empty_sets = copy.empty_sets(&keys, bits);
                 }
+                searched.push((label, copy, f));
             }
             probe.buckets.push(BucketCheck {
                 label: label.clone(),
@@ -491,6 +494,15 @@ impl View {
                 full,
                 may_hold_id: id.is_none_or(|id| copy.ids.contains(id)),
             });
+        }
+        // A far article alone under a lookup hash in its bucket is a
+        // candidate when it is alone there in every bucket, as in the one
+        // candidate index of `scan`.
+        let listed = listed_over(searched.iter().map(|(_, _, f)| f));
+        for (label, copy, f) in &searched {
+            probe
+                .found
+                .extend(f.alone(&listed).map(|s| place(label, copy, s)));
         }
         probe
     }
@@ -773,6 +785,27 @@ mod tests {
         assert_eq!(r.len(), 0);
         let probe = r.candidates(None, &fp(1, 1, &[1]), &cfg(), (20, 20), "c");
         assert_eq!(probe.buckets[0].counter, 0);
+    }
+
+    /// A far article listed alone under a lookup hash in its bucket is a
+    /// candidate only when no article in another bucket searched is listed
+    /// under it too, as in `scan`'s one index.
+    #[test]
+    fn a_far_article_alone_under_a_hash_is_alone_in_every_bucket_searched() {
+        let mut r = View::default();
+        r.plan(&[live("b", 0, 1), live("c", 10, 1)]);
+        let far = u64::MAX >> 40; // 24 bits from the probe's SimHash 0
+        r.apply("b", 1, &[record("a", far, 1, &[5, 6])]).unwrap();
+        r.apply("c", 1, &[record("x", far << 8, 2, &[5])]).unwrap();
+        // Judged by its share: candidates at any distance.
+        let judged = |sigs: &[u32]| Fingerprint {
+            size: cfg().judged_size,
+            ..fp(0, 9, sigs)
+        };
+        assert_eq!(handles(&r, &judged(&[5]), (0, 0)), [1]);
+        assert!(handles(&r, &judged(&[5]), (0, 10)).is_empty());
+        // Two lookup hashes shared: a candidate however crowded they are.
+        assert_eq!(handles(&r, &judged(&[5, 6]), (0, 10)), [1]);
     }
 
     /// Redis lost inserts the view holds (a replica promoted without them, a
