@@ -519,10 +519,10 @@ impl Candidates {
         }
         far.sort_unstable_by_key(|&(_, slot)| slot);
         for listings in far.chunk_by(|a, b| a.1 == b.1) {
-            match listings {
-                [one] => found.lone.push(*one),
-                [(_, slot), ..] => found.slots.push(*slot),
-                [] => {}
+            if let [one] = listings {
+                found.lone.push(*one);
+            } else {
+                found.slots.push(listings[0].1);
             }
         }
         found.slots.sort_unstable();
@@ -635,9 +635,10 @@ mod tests {
     #[test]
     fn a_far_article_is_found_through_two_lookup_hashes_or_one_it_is_alone_under() {
         let mut c = Candidates::new(true);
-        let far = u64::MAX >> 40; // 24 bits from the probe's SimHash 0
-                                  // Shares two lookup hashes with the probe; shares one that another
-                                  // article (near) is listed under too; shares one alone.
+        // 24 bits from the probe's SimHash 0: one shares two lookup hashes
+        // with the probe, one shares a hash another article (near) is listed
+        // under too, one shares a hash alone.
+        let far = u64::MAX >> 40;
         let two = insert(&mut c, &fp(far, 1, &[1, 2]), 2);
         let crowded = insert(&mut c, &fp(far << 1, 2, &[3]), 1);
         let near = insert(&mut c, &fp(1, 3, &[3]), 1);
