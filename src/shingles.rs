@@ -163,6 +163,25 @@ impl Scan<'_> {
         3 * (taken + warm)
     }
 
+    /// Read the ASCII letters and digits `bytes` starts with as (part of) a
+    /// word; how many there were.
+    #[inline(always)]
+    fn ascii_word(&mut self, bytes: &[u8]) -> usize {
+        let mut word = self.word;
+        let mut read = 0;
+        for &b in bytes {
+            let lower = ASCII_WORD[usize::from(b)];
+            if lower == 0 {
+                break;
+            }
+            word = (word ^ u64::from(lower)).wrapping_mul(FNV_PRIME);
+            read += 1;
+        }
+        self.word = word;
+        self.in_word |= read > 0;
+        read
+    }
+
     /// Read one more byte of a word (lowercased UTF-8).
     #[inline(always)]
     fn word_byte(&mut self, b: u8) {
@@ -322,10 +341,11 @@ fn is_han3(b0: u8, b1: u8) -> bool {
     matches!(b0, 0xE5..=0xE9) || (b0 == 0xE4 && b1 != 0xB7)
 }
 
-/// An ASCII byte as a word reads it: lowercased when it is a letter or a
-/// digit, else 0 (it ends a word).
-const ASCII_WORD: [u8; 128] = {
-    let mut table = [0; 128];
+/// A byte as a word reads it in place: an ASCII letter or digit, lowercased;
+/// 0 for any other (an ASCII byte that ends a word, or one of a character
+/// read whole).
+const ASCII_WORD: [u8; 256] = {
+    let mut table = [0; 256];
     let mut b = 0;
     while b < 128 {
         if (b as u8).is_ascii_alphanumeric() {
@@ -358,19 +378,11 @@ fn scan_tokens(text: &str, sampled: &mut [u16]) -> (u32, u32, usize) {
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         if b < 0x80 {
-            let mut lower = ASCII_WORD[usize::from(b)];
-            if lower == 0 {
+            if ASCII_WORD[usize::from(b)] == 0 {
                 scan.end_word();
                 i += 1;
-                continue;
-            }
-            while lower != 0 {
-                scan.word_byte(lower);
-                i += 1;
-                lower = match bytes.get(i) {
-                    Some(&b) if b < 0x80 => ASCII_WORD[usize::from(b)],
-                    _ => 0,
-                };
+            } else {
+                i += scan.ascii_word(&bytes[i..]);
             }
             continue;
         }
