@@ -240,16 +240,23 @@ pub(crate) struct FoundSlots {
     /// with the hash's position among the lookup hashes: candidates when
     /// they are alone under it ([`FoundSlots::alone`]).
     pub(crate) lone: Vec<(usize, u32)>,
+    /// Live articles listed under the content hash.
+    pub(crate) content_listed: usize,
     /// Live articles listed under each lookup hash.
     pub(crate) listed: Vec<usize>,
     /// Slots examined: block list entries plus content and sketch listings.
     pub(crate) examined: usize,
-    /// Per list searched (the content hash's, then each lookup hash's):
-    /// whether it holds [`LISTED_PER_HASH`] articles already.
-    pub(crate) full: Vec<bool>,
 }
 
 impl FoundSlots {
+    /// Per list searched (the content hash's, then each lookup hash's):
+    /// whether it holds [`LISTED_PER_HASH`] articles already.
+    pub(crate) fn full(&self) -> impl Iterator<Item = bool> + '_ {
+        std::iter::once(self.content_listed)
+            .chain(self.listed.iter().copied())
+            .map(|n| n >= LISTED_PER_HASH)
+    }
+
     /// The `lone` slots alone under their lookup hash, given how many
     /// articles each lookup hash lists in every index the check searched
     /// (`listed`: this one's, or summed over a view's buckets by
@@ -499,8 +506,8 @@ impl Candidates {
         let near = found.slots.len();
         let content = self.content.filed(content_key(keys.content));
         found.slots.extend(self.live_of(content));
-        found.full.push(found.slots.len() - near >= LISTED_PER_HASH);
-        found.examined += found.slots.len() - near;
+        found.content_listed = found.slots.len() - near;
+        found.examined += found.content_listed;
         let mut far: Vec<(usize, u32)> = Vec::new();
         for (i, &s) in keys.lookup.iter().enumerate() {
             let mut listed = 0;
@@ -514,7 +521,6 @@ impl Candidates {
                 }
             }
             found.examined += listed;
-            found.full.push(listed >= LISTED_PER_HASH);
             found.listed.push(listed);
         }
         far.sort_unstable_by_key(|&(_, slot)| slot);
@@ -563,8 +569,8 @@ mod tests {
         insert(&mut c, &fp(0x000f_ffff, 2, &[8]), 2);
         let f = find(&c, &fp(0xfffe, 9, &[1]), 2, 3);
         assert_eq!(
-            (f.slots, f.examined, f.full),
-            (vec![0], 5, vec![false, false])
+            (f.full().collect::<Vec<_>>(), f.slots, f.examined),
+            (vec![false, false], vec![0], 5)
         );
         assert_eq!(find(&c, &fp(0, 2, &[6, 9]), 2, 0).slots, [0, 1]);
         // The third sketch hash is not a lookup hash.
@@ -579,7 +585,7 @@ mod tests {
             insert(&mut c, &many, 2);
         }
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH);
-        assert!(listed(&c).full[0]);
+        assert!(listed(&c).full().next().unwrap());
         let keys = CandidateKeys::of(&many, 2).unwrap();
         assert!(c.remove(2, Some(&keys)) && !c.remove(2, Some(&keys)));
         assert_eq!(listed(&c).slots.len(), LISTED_PER_HASH - 1);
@@ -610,7 +616,7 @@ mod tests {
         }
         let f = find(&c, &fp(0, 0, &[9]), 3, 0);
         assert_eq!(
-            (f.slots.len(), f.full),
+            (f.slots.len(), f.full().collect::<Vec<_>>()),
             (LISTED_PER_HASH, vec![false, true])
         );
     }

@@ -476,7 +476,7 @@ impl View {
                 probe
                     .found
                     .extend(f.slots.iter().map(|&s| place(label, copy, s)));
-                full = commit::flags(f.full.iter().copied());
+                full = commit::flags(f.full());
                 if let Some(bits) = copy.shape.filter(|_| label == own) {
                     probe.empty_sets = copy.empty_sets(&keys, bits);
                 }
