@@ -643,6 +643,14 @@ mod tests {
         DecisionConfig::default()
     }
 
+    /// The history a view follows: `token` written on `replid`.
+    fn origin(token: &str, replid: &str) -> Origin {
+        Origin {
+            token: token.into(),
+            replid: replid.into(),
+        }
+    }
+
     #[test]
     fn files_in_handle_order_and_finds_by_block_content_and_sketch() {
         let mut r = View::default();
@@ -814,10 +822,7 @@ mod tests {
     #[test]
     fn a_counter_below_the_handles_confirmed_loads_the_bucket_again() {
         let mut r = View::default();
-        let origin = Origin {
-            token: "t".into(),
-            replid: "r1".into(),
-        };
+        let origin = origin("t", "r1");
         r.follow(origin.clone(), &[live("b", 0, 3)]);
         let far = |c: u64| c.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         r.apply(
@@ -873,26 +878,14 @@ mod tests {
     #[test]
     fn another_history_or_primary_loads_everything_again() {
         let mut r = View::default();
-        let first = Origin {
-            token: "t".into(),
-            replid: "r1".into(),
-        };
+        let first = origin("t", "r1");
         r.follow(first.clone(), &[live("b", 0, 2)]);
         r.apply("b", 1, &[record("a", 1, 1, &[1]), record("b", 2, 2, &[2])])
             .unwrap();
         r.deletions_read = "5-0".into();
         let read_at = r.forgets;
         assert_eq!(r.token(), "t");
-        for next in [
-            Origin {
-                token: "t".into(),
-                replid: "r2".into(),
-            },
-            Origin {
-                token: "u".into(),
-                replid: "r2".into(),
-            },
-        ] {
+        for next in [origin("t", "r2"), origin("u", "r2")] {
             r.confirm();
             let (wanted, reset) = r.follow(next.clone(), &[live("b", 0, 4)]);
             assert!(reset);
