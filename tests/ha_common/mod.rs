@@ -30,11 +30,7 @@ fn feed() -> Vec<(String, String)> {
 
 fn add(conn: &mut redis::Connection, keys: &Keys, articles: &[(String, String)]) {
     for (id, text) in articles {
-        xadd(
-            conn,
-            keys,
-            &[("id", id.as_bytes()), ("text", text.as_bytes())],
-        );
+        xadd_article(conn, keys, id, text);
     }
 }
 

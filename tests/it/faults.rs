@@ -650,11 +650,7 @@ fn redis_out_of_memory_and_lifted() {
 /// XADD article `id` and have consumer `ghost` read it and die (it never
 /// had a liveness key): the entry is stranded on it.
 fn strand(conn: &mut redis::Connection, keys: &Keys, ghost: &str, id: &str, text: &str) {
-    xadd(
-        conn,
-        keys,
-        &[("id", id.as_bytes()), ("text", text.as_bytes())],
-    );
+    xadd_article(conn, keys, id, text);
     let _: redis::Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(GROUP)
@@ -709,11 +705,7 @@ fn an_original_stranded_on_a_dead_consumer_is_decided_before_its_copy() {
     for g in 0..fillers {
         let text = article_text(1000 + g, 0);
         let id = format!("filler-{g}");
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id.as_bytes()), ("text", text.as_bytes())],
-        );
+        xadd_article(&mut conn, &keys, &id, &text);
     }
     let copy = article_text(1, 1);
     xadd(

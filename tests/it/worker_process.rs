@@ -801,11 +801,7 @@ fn max_deliveries_dead_letters_an_entry_delivered_too_often() {
     // delivery): 3 deliveries, and 1.
     for id in ["often", "once"] {
         let text = article_text(if id == "often" { 1 } else { 2 }, 0);
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id.as_bytes()), ("text", text.as_bytes())],
-        );
+        xadd_article(&mut conn, &keys, id, &text);
     }
     let read = |conn: &mut redis::Connection, count: usize, from: &str| {
         let _: redis::Value = redis::cmd("XREADGROUP")
@@ -927,11 +923,7 @@ fn wait_replicas_holds_entries_until_a_replica_has_them() {
     for i in 0..3u64 {
         let text = article_text(i, 0);
         let id = format!("r{i}");
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id.as_bytes()), ("text", text.as_bytes())],
-        );
+        xadd_article(&mut conn, &keys, &id, &text);
     }
     let port = free_port();
     let _w = spawn_worker_logging_to(
@@ -999,11 +991,7 @@ fn ordered_index_concurrencies_decide_alike_and_zero_is_refused() {
             for g in 0..10u64 {
                 let text = article_text(g, v);
                 let id = format!("g{g}-v{v}");
-                xadd(
-                    &mut conn,
-                    &keys,
-                    &[("id", id.as_bytes()), ("text", text.as_bytes())],
-                );
+                xadd_article(&mut conn, &keys, &id, &text);
             }
         }
         wait_until("40 outputs", LIMIT, || {
@@ -1047,11 +1035,7 @@ fn running_workers_carry_on_after_redis_is_emptied() {
         for v in variants {
             for g in 0..5u64 {
                 let (id, text) = (format!("g{g}-v{v}"), article_text(g, v));
-                xadd(
-                    conn,
-                    &keys,
-                    &[("id", id.as_bytes()), ("text", text.as_bytes())],
-                );
+                xadd_article(conn, &keys, &id, &text);
             }
         }
     };

@@ -108,11 +108,7 @@ async fn racing_workers(server: &impl Deployment, ns: &str) {
     }
     let (before, after) = all.split_at(all.len() / 2);
     for (id, text) in before {
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id.as_bytes()), ("text", text.as_bytes())],
-        );
+        xadd_article(&mut conn, &keys, id, text);
     }
     let index = Arc::new(EmbeddedIndex::new(DecisionConfig::default()));
     let fp = fingerprinter();
@@ -129,11 +125,7 @@ async fn racing_workers(server: &impl Deployment, ns: &str) {
         .collect();
     // ...and half arrive while they run.
     for (id, text) in after {
-        xadd(
-            &mut conn,
-            &keys,
-            &[("id", id.as_bytes()), ("text", text.as_bytes())],
-        );
+        xadd_article(&mut conn, &keys, id, text);
     }
     wait_for_outputs(server, &keys, all.len()).await;
     trigger.fire();
@@ -448,11 +440,7 @@ async fn graceful_shutdown_acks_everything_in_flight() {
             while !caught.load(std::sync::atomic::Ordering::Relaxed) && i < 200_000 {
                 let text = article_text(i, 0);
                 let id = format!("s{i}");
-                xadd(
-                    &mut conn,
-                    &keys,
-                    &[("id", id.as_bytes()), ("text", text.as_bytes())],
-                );
+                xadd_article(&mut conn, &keys, &id, &text);
                 i += 1;
             }
         })
@@ -629,11 +617,7 @@ async fn keeps_the_first_of_each_group<I: Index + 'static>(
     for g in 0..groups {
         for v in 0..copies {
             let (id, text) = (format!("g{g}-v{v}"), article_text(g, v));
-            xadd(
-                &mut conn,
-                &keys,
-                &[("id", id.as_bytes()), ("text", text.as_bytes())],
-            );
+            xadd_article(&mut conn, &keys, &id, &text);
         }
     }
     let config = WorkerConfig {

@@ -176,6 +176,15 @@ pub fn xadd(conn: &mut redis::Connection, keys: &Keys, fields: &[(&str, &[u8])])
     cmd.query(conn).unwrap()
 }
 
+/// XADD an article: fields `id` and `text`; returns the entry's id.
+pub fn xadd_article(conn: &mut redis::Connection, keys: &Keys, id: &str, text: &str) -> String {
+    xadd(
+        conn,
+        keys,
+        &[("id", id.as_bytes()), ("text", text.as_bytes())],
+    )
+}
+
 /// Each source at most once, and every input entry has an output.
 pub fn assert_exactly_once(
     conn: &mut redis::Connection,
