@@ -243,17 +243,32 @@ fn smallest_distinct(values: &[u16], sorted: &mut Vec<u16>) -> Vec<u16> {
     let below = ends[buckets] as usize;
     sorted.clear();
     sorted.resize(below, 0);
-    // next[b]: where bucket b's next value goes, its values so far in order.
+    // next[b]: where bucket b's next value goes. A bucket is kept in order
+    // as its values come while it holds fewer than `SHORT` (a value or two,
+    // of uniform values), and sorted after when it holds more: text made to
+    // put its values in one bucket costs a sort of them, `n log n`.
+    const SHORT: usize = 8;
     let mut next = ends;
+    let mut long = false;
     for &v in values.iter().filter(|&&v| bucket(v) < buckets) {
-        let (start, end) = (ends[bucket(v)] as usize, &mut next[bucket(v)]);
-        let mut i = *end as usize;
-        *end += 1;
-        while i > start && sorted[i - 1] > v {
-            sorted[i] = sorted[i - 1];
-            i -= 1;
+        let (start, at) = (ends[bucket(v)] as usize, &mut next[bucket(v)]);
+        let mut i = *at as usize;
+        *at += 1;
+        if i - start < SHORT {
+            while i > start && sorted[i - 1] > v {
+                sorted[i] = sorted[i - 1];
+                i -= 1;
+            }
+        } else {
+            long = true;
         }
         sorted[i] = v;
+    }
+    for b in (0..buckets).take_while(|_| long) {
+        let (start, end) = (ends[b] as usize, ends[b + 1] as usize);
+        if end - start > SHORT {
+            sorted[start..end].sort_unstable();
+        }
     }
     let mut out = sorted[..below.min(FRESH)].to_vec();
     out.dedup();
