@@ -264,10 +264,12 @@ fn smallest_distinct(values: &[u16], sorted: &mut Vec<u16>) -> Vec<u16> {
         }
         sorted[i] = v;
     }
-    for b in (0..buckets).take_while(|_| long) {
-        let (start, end) = (ends[b] as usize, ends[b + 1] as usize);
-        if end - start > SHORT {
-            sorted[start..end].sort_unstable();
+    if long {
+        for b in 0..buckets {
+            let (start, end) = (ends[b] as usize, ends[b + 1] as usize);
+            if end - start > SHORT {
+                sorted[start..end].sort_unstable();
+            }
         }
     }
     let mut out = sorted[..below.min(FRESH)].to_vec();
@@ -487,16 +489,9 @@ mod tests {
 
     #[test]
     fn smallest_distinct_keeps_the_smallest_however_the_values_lie() {
-        let reference = |values: &[u16]| {
-            let mut v = values.to_vec();
-            v.sort_unstable();
-            v.truncate(FRESH);
-            v.dedup();
-            v
-        };
         let mut rng = crate::random_text::Rng::new(7);
         let mut uniform = |n: usize, below: usize| -> Vec<u16> {
-            (0..n).map(|_| (rng.below(below)) as u16).collect()
+            (0..n).map(|_| rng.below(below) as u16).collect()
         };
         let long = uniform(5000, 1 << 16);
         // Long, but all in the top buckets: the bound for a long text holds
@@ -515,11 +510,20 @@ mod tests {
         ] {
             assert_eq!(
                 smallest_distinct(&values, &mut sorted),
-                reference(&values),
+                smallest_literally(values.clone()),
                 "{} values",
                 values.len()
             );
         }
+    }
+
+    /// The `FRESH` smallest of `values`, sorted, once each: the recipe's last
+    /// step, literally.
+    fn smallest_literally(mut values: Vec<u16>) -> Vec<u16> {
+        values.sort_unstable();
+        values.truncate(FRESH);
+        values.dedup();
+        values
     }
 
     /// The spec's recipe, literally: tokens, every window of five folded
@@ -544,7 +548,7 @@ mod tests {
             }
         }
         end(&mut word, &mut tokens);
-        let mut sample: Vec<u16> = tokens
+        let sample: Vec<u16> = tokens
             .windows(SHINGLE)
             .map(|w| {
                 let k = |p: u32| FOLD.wrapping_pow(p);
@@ -556,10 +560,7 @@ mod tests {
             .filter(|h| h >> (64 - RATE_BITS) == 0)
             .map(|h| (h >> (48 - RATE_BITS)) as u16)
             .collect();
-        sample.sort_unstable();
-        sample.truncate(FRESH);
-        sample.dedup();
-        sample
+        smallest_literally(sample)
     }
 
     #[test]
