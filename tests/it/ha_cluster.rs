@@ -95,7 +95,9 @@ async fn workers_survive_a_cluster_failover() {
 }
 
 /// The namespace's primary killed (SIGKILL) midway: its replica takes over
-/// after the node timeout, and the workers follow it.
+/// after the node timeout, and the workers follow it. The dead node's ports
+/// stay bound until the end, so that no other test's server starts on them
+/// while the replica and the workers still try its address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_survive_a_killed_cluster_primary() {
     let mut cluster = RedisCluster::start_with_replicas(3, 1);
@@ -111,7 +113,7 @@ async fn workers_survive_a_killed_cluster_primary() {
     let failover = Box::new(|| {
         let mut c = cluster_ref.lock().unwrap();
         let replica = c.replica_of(old);
-        c.nodes[old].kill();
+        c.nodes[old].kill_holding_ports();
         support::wait_for(|| c.primary_for(&key) == replica);
     });
     let report = ha_common::run(&url, "ckill", primary, Some(failover)).await;

@@ -68,7 +68,7 @@ async fn workers_survive_a_killed_primary_behind_sentinel() {
     };
     let failover = Box::new(|| {
         let mut g = group_ref.lock().unwrap();
-        g.servers[old].kill_holding_port();
+        g.servers[old].kill_holding_ports();
         g.wait_for_new_primary(old);
     });
     let report = ha_common::run(&url, "skill", primary, Some(failover)).await;
@@ -284,7 +284,7 @@ async fn running_workers_follow_a_failover_that_lost_writes() {
     });
     assert_eq!(filed, before + GROUPS);
     tokio::task::block_in_place(|| {
-        group.servers[old].kill_holding_port();
+        group.servers[old].kill_holding_ports();
         group.servers[replica].signal("CONT");
         group.wait_for_new_primary(old);
     });
@@ -387,7 +387,7 @@ fn produce_through_a_failover(args: &[&str]) -> (std::process::Output, usize, Ve
         .query(&mut primary)
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(1));
-    group.servers[old].kill_holding_port();
+    group.servers[old].kill_holding_ports();
     group.servers[replica].signal("CONT");
     group.wait_for_new_primary(old);
     let port = group.servers[replica].port.to_string();

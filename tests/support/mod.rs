@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     inner: simdedup::redis_server::RedisServer,
     pub port: u16,
-    /// The port, bound once the server is killed ([`RedisServer::kill`]).
-    held_port: Option<std::net::TcpListener>,
+    /// Its ports, bound once the server is killed
+    /// ([`RedisServer::kill_holding_ports`]).
+    held_ports: Vec<std::net::TcpListener>,
+    /// Killed by the test ([`RedisServer::kill`]): probes skip it.
+    killed: bool,
 }
 
 /// A child process killed (SIGKILL) and reaped when dropped, unless it has
@@ -89,7 +92,8 @@ impl RedisServer {
         RedisServer {
             port: inner.port(),
             inner,
-            held_port: None,
+            held_ports: Vec::new(),
+            killed: false,
         }
     }
 
@@ -107,15 +111,33 @@ impl RedisServer {
     /// Kill the server at once (SIGKILL), as a crashed machine would.
     pub fn kill(&mut self) {
         self.inner.kill();
+        self.killed = true;
     }
 
-    /// [`kill`](Self::kill), then keep the port bound (a listener that
-    /// accepts nothing) until drop: a replica of this server still tries
-    /// its address, and must not meet another test's server started on the
-    /// freed port, whose data it would sync in place of its own.
-    pub fn kill_holding_port(&mut self) {
+    /// A connection to ask the server of its state, `None` once the test
+    /// killed it (its held port would take the connection and never answer).
+    fn probe(&self) -> Option<redis::Connection> {
+        if self.killed {
+            return None;
+        }
+        self.inner.connection().ok()
+    }
+
+    /// [`kill`](Self::kill), then keep its ports bound (listeners that
+    /// accept nothing) until drop: the port, and the cluster bus port (the
+    /// port + 10000) of a cluster node. A replica of this server still
+    /// tries its address, and clients and cluster peers theirs: none may
+    /// meet another test's server started on a freed port, whose data a
+    /// replica would sync in place of its own and which a client would take
+    /// for this one.
+    pub fn kill_holding_ports(&mut self) {
         self.kill();
-        self.held_port = std::net::TcpListener::bind(("127.0.0.1", self.port)).ok();
+        let bus = self.port.checked_add(10_000);
+        self.held_ports = [Some(self.port), bus]
+            .into_iter()
+            .flatten()
+            .filter_map(|port| std::net::TcpListener::bind(("127.0.0.1", port)).ok())
+            .collect();
     }
 
     /// Send the server `signal` (`STOP` or `-STOP`: it freezes, as a
@@ -135,9 +157,8 @@ impl RedisServer {
 /// `INFO replication` of `server`, or "" when it does not answer.
 fn replication_info(server: &RedisServer) -> String {
     server
-        .inner
-        .connection()
-        .and_then(|mut c| redis::cmd("INFO").arg("replication").query(&mut c))
+        .probe()
+        .and_then(|mut c| redis::cmd("INFO").arg("replication").query(&mut c).ok())
         .unwrap_or_default()
 }
 
@@ -285,7 +306,7 @@ impl RedisCluster {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             for node in &self.nodes {
-                let Ok(mut c) = node.inner.connection() else {
+                let Some(mut c) = node.probe() else {
                     continue;
                 };
                 let role: redis::RedisResult<String> =
@@ -374,7 +395,8 @@ impl SentinelGroup {
                 RedisServer {
                     port: inner.port(),
                     inner,
-                    held_port: None,
+                    held_ports: Vec::new(),
+                    killed: false,
                 }
             })
             .collect();

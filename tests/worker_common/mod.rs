@@ -229,8 +229,18 @@ pub fn assert_one_kept_per_group(outputs: &[HashMap<String, String>], groups: us
         }
     }
     assert_eq!(kept.len(), groups, "every group answered");
+    let wrong: Vec<String> = outputs
+        .iter()
+        .filter(|f| kept[f["id"].split('-').next().unwrap()] != 1)
+        .map(|f| {
+            let of = f
+                .get("dup_of")
+                .map_or(String::new(), |d| format!(" of {d}"));
+            format!("{} {}{of}", f["id"], f["verdict"])
+        })
+        .collect();
     assert!(
-        kept.values().all(|&n| n == 1),
-        "exactly one kept per group: {kept:?}"
+        wrong.is_empty(),
+        "exactly one kept per group: {kept:?}; the verdicts of the others: {wrong:?}"
     );
 }
