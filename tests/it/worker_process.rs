@@ -217,20 +217,22 @@ fn sigterm_while_idle_or_busy_exits_zero_with_nothing_pending() {
     });
     // Stopped mid-stream (SIGSTOP) until it holds entries, SIGTERM is sent
     // while it is stopped and found when it resumes: work is in flight when
-    // the signal comes.
-    let held = loop {
+    // the signal comes. A call it sent before it stopped may still run, so
+    // the outputs are counted before the entries it holds: an entry held
+    // then was not answered before.
+    let (held, answered) = loop {
         signal(&w, "-STOP");
+        let answered = xlen(&mut conn, &keys.output_stream());
         let held = consumer_pending(&mut conn, &keys, "t");
         if held > 0 {
-            break held;
+            break (held, answered);
         }
         signal(&w, "-CONT");
         assert!(
-            xlen(&mut conn, &keys.output_stream()) < total,
+            answered < total,
             "the worker finished before it could be caught holding entries"
         );
     };
-    let answered = xlen(&mut conn, &keys.output_stream());
     signal(&w, "-TERM");
     signal(&w, "-CONT");
     let status = w.wait().unwrap();
