@@ -322,21 +322,8 @@ fn worker_processes_race_on_the_redis_index() {
 
     let outputs = read_stream(&mut conn, &keys.output_stream());
     assert_eq!(outputs.len(), total);
-    let mut unique = std::collections::HashMap::<String, u32>::new();
-    for (_, f) in &outputs {
-        let group = f["id"].split('-').next().unwrap().to_owned();
-        if f["verdict"] == "unique" {
-            *unique.entry(group).or_default() += 1;
-        } else {
-            assert_eq!(f["verdict"], "duplicate", "{f:?}");
-            assert_eq!(f["dup_of"].split('-').next().unwrap(), group, "{f:?}");
-        }
-    }
-    assert_eq!(unique.len(), groups as usize, "{unique:?}");
-    assert!(
-        unique.values().all(|&n| n == 1),
-        "one unique per group: {unique:?}"
-    );
+    let fields: Vec<_> = outputs.iter().map(|(_, f)| f.clone()).collect();
+    assert_one_kept_per_group(&fields, groups as usize);
     assert_eq!(pending(&mut conn, &keys, "simdedup"), 0);
 
     // The tools see the same state.

@@ -89,6 +89,11 @@ impl RedisServer {
     pub fn start_with(extra: &[&str]) -> RedisServer {
         let inner = simdedup::redis_server::RedisServer::start_with(extra)
             .unwrap_or_else(|e| panic!("these tests start their own Redis: {e}"));
+        RedisServer::of(inner)
+    }
+
+    /// The test's handle on a server the library started.
+    fn of(inner: simdedup::redis_server::RedisServer) -> RedisServer {
         RedisServer {
             port: inner.port(),
             inner,
@@ -392,12 +397,7 @@ impl SentinelGroup {
             .map(|_| {
                 let inner = simdedup::redis_server::RedisServer::start_sentinel(&config)
                     .unwrap_or_else(|e| panic!("these tests start their own Redis Sentinel: {e}"));
-                RedisServer {
-                    port: inner.port(),
-                    inner,
-                    held_ports: Vec::new(),
-                    killed: false,
-                }
+                RedisServer::of(inner)
             })
             .collect();
         let group = SentinelGroup {

@@ -213,25 +213,28 @@ pub fn assert_exactly_once(
     outputs.into_iter().map(|(_, f)| f).collect()
 }
 
+/// The group of an id `g<G>-v<V>` (or any id `<group>-<rest>`).
+pub fn group_of(id: &str) -> &str {
+    id.split('-').next().unwrap()
+}
+
 /// Exactly one `unique` verdict per group of ids `g<G>-v<V>` (duplicates
 /// pointing into their own group): one article kept per near-duplicate group.
 pub fn assert_one_kept_per_group(outputs: &[HashMap<String, String>], groups: usize) {
-    let mut kept: HashMap<String, usize> = HashMap::new();
+    let mut kept: HashMap<&str, usize> = HashMap::new();
     for f in outputs {
-        let group = f["id"].split('-').next().unwrap().to_owned();
-        let count = kept.entry(group.clone()).or_default();
+        let group = group_of(&f["id"]);
+        let count = kept.entry(group).or_default();
         match f["verdict"].as_str() {
             "unique" => *count += 1,
-            "duplicate" => {
-                assert_eq!(f["dup_of"].split('-').next().unwrap(), group, "{f:?}")
-            }
+            "duplicate" => assert_eq!(group_of(&f["dup_of"]), group, "{f:?}"),
             other => panic!("unexpected verdict {other}: {f:?}"),
         }
     }
     assert_eq!(kept.len(), groups, "every group answered");
     let wrong: Vec<String> = outputs
         .iter()
-        .filter(|f| kept[f["id"].split('-').next().unwrap()] != 1)
+        .filter(|f| kept[group_of(&f["id"])] != 1)
         .map(|f| {
             let of = f
                 .get("dup_of")
