@@ -4,7 +4,8 @@
 //! the compile-time dictionary of [`crate::dictionary`]; with it: by jieba-rs);
 //! everything else by Unicode word boundaries (UAX #29), lowercased. Mixed text works because the two are applied
 //! to alternating runs. Stop words (shipped in `src/stopwords/`) and words too short
-//! to carry a topic are dropped. The rules are part of fingerprint v1.
+//! to carry a topic are dropped. The rules are part of the fingerprint
+//! (`docs/fingerprint.md`).
 
 use std::sync::{Arc, OnceLock};
 
@@ -184,9 +185,11 @@ impl Tokenizer {
                         }
                     }
                 }
-            } else if run.bytes().any(|b| b.is_ascii_alphanumeric() || b >= 0x80) {
-                // (Runs of ASCII punctuation and spaces between Han runs are common
-                // and have no words: skip the segmenter for them.)
+            } else if run.chars().any(is_word_char) {
+                // (A UAX #29 word holds a letter or digit. Runs of punctuation
+                // and spaces alone are common between Han runs, as a
+                // paragraph's closing `。` and the line break after it, and
+                // have none: the segmenter is skipped for them.)
                 unicode_words(run, |word| {
                     if word.is_ascii() {
                         // A character a byte: a candidate has two bytes, one
@@ -482,6 +485,24 @@ mod tests {
                 is_word_char(c),
                 is_han(c) || c.is_alphanumeric(),
                 "{c:?} U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
+    /// A run is given to UAX #29 only if it holds a letter or digit
+    /// (`is_word_char`): a UAX #29 word is a segment holding a character
+    /// that is alphanumeric by the segmenter's own tables, so they must agree
+    /// with the standard library's on every character.
+    #[test]
+    fn runs_without_word_chars_have_no_words() {
+        // (A Han character starts a run for jieba instead.)
+        for c in ('\u{0}'..='\u{10FFFF}').filter(|c| !is_han(*c)) {
+            let s = c.to_string();
+            assert_eq!(
+                s.unicode_words().next().is_some(),
+                is_word_char(c),
+                "U+{:04X}",
                 c as u32
             );
         }
