@@ -160,11 +160,7 @@ impl Dictionary {
         if b < 0x80 {
             (NOT_HAN, 1)
         } else if (0xE0..=0xEF).contains(&b) {
-            // Three bytes (U+0800–U+FFFF, nearly all Han text), decoded here.
-            let c = usize::from(b & 0x0F) << 12
-                | usize::from(bytes[i + 1] & 0x3F) << 6
-                | usize::from(bytes[i + 2] & 0x3F);
-            (self.codes[c].get(), 3)
+            (self.code3(b, bytes[i + 1], bytes[i + 2]), 3)
         } else {
             let c = text[i..].chars().next().unwrap_or_default();
             let code = match self.codes.get(c as usize) {
@@ -174,6 +170,14 @@ impl Dictionary {
             };
             (code, c.len_utf8())
         }
+    }
+
+    /// The code of a character of three bytes (U+0800–U+FFFF, nearly all
+    /// Han text), decoded here.
+    #[inline(always)]
+    fn code3(&self, b0: u8, b1: u8, b2: u8) -> u16 {
+        let c = usize::from(b0 & 0x0F) << 12 | usize::from(b1 & 0x3F) << 6 | usize::from(b2 & 0x3F);
+        self.codes[c].get()
     }
 
     /// Write to `codes` and `offsets` the codes and byte offsets (from `start`)
@@ -189,13 +193,19 @@ impl Dictionary {
     ) -> (usize, usize) {
         let mut i = start;
         let mut n = 0;
-        while i < text.len() {
-            let (code, len) = self.code_at(text, i);
+        // A character per slot of the buffers (they have room for the whole
+        // block, so only the text's end or a character not Han ends it).
+        for (code_slot, offset_slot) in codes.iter_mut().zip(offsets.iter_mut()) {
+            let (code, len) = match text.as_bytes().get(i..i + 3) {
+                Some(&[b0, b1, b2]) if b0 & 0xF0 == 0xE0 => (self.code3(b0, b1, b2), 3),
+                _ if i < text.len() => self.code_at(text, i),
+                _ => break,
+            };
             if code == NOT_HAN {
                 break;
             }
-            codes[n] = u32::from(code);
-            offsets[n] = (i - start) as u32;
+            *code_slot = u32::from(code);
+            *offset_slot = (i - start) as u32;
             n += 1;
             i += len;
         }
