@@ -1,6 +1,8 @@
-//! Fingerprint v2: text → normalized text → words → TF-IDF weighted SimHash, plus
-//! clause signatures, a content hash and a sketch of the text's numbers. Pure and I/O-free; the exact recipe is
-//! specified in `docs/fingerprint.md` and pinned by golden vectors in `tests/`.
+//! The fingerprint (version [`FINGERPRINT_VERSION`]): text → normalized
+//! text → words → TF-IDF weighted SimHash, plus clause signatures, a content
+//! hash, a sketch of the text's numbers and a sample of its 5-gram shingles.
+//! Pure and I/O-free; the exact recipe is specified in `docs/fingerprint.md`
+//! and pinned by golden vectors in `tests/`.
 
 use std::sync::Arc;
 

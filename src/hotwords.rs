@@ -31,7 +31,7 @@ pub enum Lookup {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
-    /// SipHash of the word (fingerprint v1's feature hash).
+    /// SipHash of the word (the fingerprint's feature hash).
     hash: u64,
     /// The word's IDF in the table it was built from.
     idf: f64,

@@ -1,4 +1,4 @@
-//! Text normalization: the first step of fingerprint v1 (see `docs/fingerprint.md`).
+//! Text normalization: the first step of the fingerprint (see `docs/fingerprint.md`).
 //!
 //! Republished articles differ from their source in ways that carry no meaning:
 //! HTML wrappers and comments, entities, full-width punctuation, markdown emphasis,

@@ -15,7 +15,7 @@ pub const SIP_KEY_0: u64 = u64::from_le_bytes(*b"simdedup");
 /// SipHash key half 1: the ASCII bytes `fprintv1` read little-endian.
 pub const SIP_KEY_1: u64 = u64::from_le_bytes(*b"fprintv1");
 
-/// The 64-bit hash used for every feature, sentence and content hash in fingerprint v1.
+/// The 64-bit hash used for every feature, sentence and content hash in the fingerprint.
 #[inline]
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
     SipHasher13::new_with_keys(SIP_KEY_0, SIP_KEY_1).hash(bytes)
