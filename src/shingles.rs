@@ -487,6 +487,20 @@ mod tests {
     }
 
     #[test]
+    fn han3_is_han_of_three_bytes_to_u9fff() {
+        for c in '\u{800}'..='\u{FFFF}' {
+            let mut buf = [0; 4];
+            let b = c.encode_utf8(&mut buf).as_bytes();
+            assert_eq!(
+                is_han3(b[0], b[1]),
+                is_han(c) && ('\u{4000}'..='\u{9FFF}').contains(&c),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
+    #[test]
     fn smallest_distinct_keeps_the_smallest_however_the_values_lie() {
         let mut rng = crate::random_text::Rng::new(7);
         let mut uniform = |n: usize, below: usize| -> Vec<u16> {
