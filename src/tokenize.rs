@@ -186,7 +186,8 @@ impl Tokenizer {
                     }
                 }
             } else if run.chars().any(is_word_char) {
-                // (A UAX #29 word holds a letter or digit. Runs of punctuation
+                // (A word of `unicode_words` holds a letter or digit: the
+                // segments it keeps are those holding one. Runs of punctuation
                 // and spaces alone are common between Han runs, as a
                 // paragraph's closing `。` and the line break after it, and
                 // have none: the segmenter is skipped for them.)
@@ -491,9 +492,9 @@ mod tests {
     }
 
     /// A run is given to UAX #29 only if it holds a letter or digit
-    /// (`is_word_char`): a UAX #29 word is a segment holding a character
-    /// that is alphanumeric by the segmenter's own tables, so they must agree
-    /// with the standard library's on every character.
+    /// (`is_word_char`): `unicode_words` keeps the UAX #29 segments holding
+    /// a character alphanumeric by the segmenter's own tables, so they must
+    /// agree with the standard library's on every character.
     #[test]
     fn runs_without_word_chars_have_no_words() {
         // (A Han character starts a run for jieba instead.)
