@@ -12,7 +12,8 @@
 //!   word's *class*); then a character-wise double-array trie of the words
 //!   whose characters are all Han (the only words a Han block can contain): the
 //!   code of every character of the BMP (`u16`; `NO_CODE`, `NOT_HAN`), and the
-//!   nodes, 16 bytes each (base, check, class, word index: [`repack_node`]); then
+//!   node count, zeros up to a multiple of 16 bytes and the nodes, 16 bytes
+//!   each (base, check, class, word index: [`repack_node`]); then
 //!   the word count and, per word in index order, its feature hash
 //!   (`hash_bytes` of `src/simhash.rs`, SipHash-1-3 under the same keys) and
 //!   its IDF in `idf.txt` (the median if it has none). The trie is crawdad's,
@@ -56,6 +57,10 @@ fn main() {
     .expect("write dictionary.bin");
     std::fs::write(out.join("idf.bin"), idf(idf_map, median)).expect("write idf.bin");
 }
+
+/// A node's size in `dictionary.bin` (four `u32`), and a divisor of the
+/// nodes' offset in it.
+const NODE_BYTES: usize = 16;
 
 fn unpack(path: &str) -> String {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -143,6 +148,9 @@ fn dictionary(text: &str, idf: &HashMap<&str, f64>, median: f64) -> Vec<u8> {
         rest.len()
     );
     out.extend_from_slice(&len_u32(count).to_le_bytes());
+    // Zeros up to a multiple of a node's size, so that no node of a table
+    // aligned to a 64-byte cache line straddles two lines.
+    out.resize(out.len().next_multiple_of(NODE_BYTES), 0);
     for (i, &[base, check]) in raw.iter().enumerate() {
         let mut word = u32::MAX;
         let node = repack_node(&raw, i, base, check, |value| {
