@@ -243,7 +243,8 @@ impl Dictionary {
         route.clear();
         route.resize(n + 1, Step::default());
         let nodes = self.nodes;
-        let root_base = nodes[0].base.get();
+        let root = nodes[0];
+        let root_base = root.base.get();
         for i in (0..n).rev() {
             // A walk is a chain of loads, each likely to wait on memory (the
             // trie is larger than the caches), and where it ends is a branch
@@ -255,10 +256,10 @@ impl Dictionary {
             // (Worth: an eighth of the CPU of `scan` on a corpus of Chinese
             // news, with no change to any result.)
             if let Some(j) = i.checked_sub(4) {
-                prefetch_walk(nodes, root_base, &codes[j..j + 2]);
+                prefetch_walk(nodes, root, &codes[j..j + 2]);
             }
             if let Some(j) = i.checked_sub(2) {
-                prefetch_walk(nodes, root_base, &codes[j..j + 3]);
+                prefetch_walk(nodes, root, &codes[j..j + 3]);
             }
             // The words starting here, shortest first; the character alone
             // (frequency 1) if there are none. Any word beats no word: every
@@ -338,37 +339,45 @@ impl Dictionary {
     /// The log-probability and index of `word` if it is a dictionary word, by
     /// a walk of the trie from the root.
     fn find(&self, word: &str) -> Option<(f64, u32)> {
-        let (mut node, mut next) = (0, self.nodes[0]);
-        for c in word.chars() {
+        let codes = word.chars().map(|c| {
             let code = self
                 .codes
                 .get(c as usize)
                 .map_or(NO_CODE, |code| code.get());
-            (node, next) = child(self.nodes, node, next.base.get(), u32::from(code))?;
-        }
+            u32::from(code)
+        });
+        let next = walk(self.nodes, self.nodes[0], codes)?;
         let class = next.class.get() as usize;
         (class != 0).then(|| (self.log_probs[class], next.word.get()))
     }
 }
 
 /// Ask the processor to bring into its cache the node a walk from the root
-/// along `codes` reaches at its last step, if the walk gets that far; a hint
-/// that changes no result.
+/// (`root`) along `codes` reaches at its last step, if the walk gets that
+/// far; a hint that changes no result.
 #[inline(always)]
-fn prefetch_walk(nodes: &[Node], root_base: u32, codes: &[u32]) {
+fn prefetch_walk(nodes: &[Node], root: Node, codes: &[u32]) {
     let Some((&last, path)) = codes.split_last() else {
         return;
     };
-    let (mut node, mut node_base) = (0, root_base);
-    for &code in path {
-        let Some((child, next)) = child(nodes, node, node_base, code) else {
-            return;
-        };
-        (node, node_base) = (child, next.base.get());
-    }
-    if let Some(next) = nodes.get((node_base ^ last) as usize) {
+    let Some(node) = walk(nodes, root, path.iter().copied()) else {
+        return;
+    };
+    if let Some(next) = nodes.get((node.base.get() ^ last) as usize) {
         prefetch(next);
     }
+}
+
+/// The node a walk from the root (`root`, node 0) along `codes` ends on, if
+/// every step has a child.
+#[inline(always)]
+fn walk(nodes: &[Node], root: Node, codes: impl IntoIterator<Item = u32>) -> Option<Node> {
+    let (_, node) = codes
+        .into_iter()
+        .try_fold((0, root), |(node, next), code| {
+            child(nodes, node, next.base.get(), code)
+        })?;
+    Some(node)
 }
 
 /// A hint that `value` will be read soon: on x86-64 a prefetch into every
