@@ -27,7 +27,7 @@
 //! unrelated value about once in a few hundred: it can only make two texts
 //! look a hair more alike.
 
-use crate::tokenize::{is_han, is_word_char};
+use crate::tokenize::{is_han, is_han3, is_word_char, LOWER_ALNUM};
 
 /// Tokens per shingle.
 pub const SHINGLE: usize = 5;
@@ -170,7 +170,7 @@ impl Scan<'_> {
     fn ascii_run(&mut self, bytes: &[u8]) -> usize {
         let mut taken = 0;
         for &b in bytes {
-            let lower = ASCII_WORD[usize::from(b)];
+            let lower = LOWER_ALNUM[usize::from(b)];
             if lower != 0 {
                 self.word_byte(lower);
             } else if b < 0x80 {
@@ -314,29 +314,6 @@ fn han_value(c: char) -> u64 {
         .bytes()
         .fold(0, |v, b| v << 8 | u64::from(b))
 }
-
-/// Whether a three-byte character with first bytes `b0 b1` is a Han
-/// character of U+4000–U+9FFF (lead byte E4–E9; E4 B7 is U+4DC0–U+4DFF, not
-/// Han): most of Chinese text, read in place a run at a time.
-#[inline(always)]
-fn is_han3(b0: u8, b1: u8) -> bool {
-    matches!(b0, 0xE5..=0xE9) || (b0 == 0xE4 && b1 != 0xB7)
-}
-
-/// A byte as a word reads it in place: an ASCII letter or digit, lowercased;
-/// 0 for any other (an ASCII byte that ends a word, or one of a character
-/// read whole).
-const ASCII_WORD: [u8; 256] = {
-    let mut table = [0; 256];
-    let mut b = 0;
-    while b < 128 {
-        if (b as u8).is_ascii_alphanumeric() {
-            table[b] = (b as u8).to_ascii_lowercase();
-        }
-        b += 1;
-    }
-    table
-};
 
 /// Scan `text`'s tokens, writing the values of their shingles to `sampled`
 /// (room for one per byte): the Han characters, the words, and how many
@@ -497,20 +474,6 @@ mod tests {
         assert!(sh.b_sample >= 4, "{sh:?}");
         assert_eq!(sh.b_in_a, 1.0);
         assert!(sh.a_in_b < 0.6, "{sh:?}");
-    }
-
-    #[test]
-    fn han3_is_han_of_three_bytes_to_u9fff() {
-        for c in '\u{800}'..='\u{FFFF}' {
-            let mut buf = [0; 4];
-            let b = c.encode_utf8(&mut buf).as_bytes();
-            assert_eq!(
-                is_han3(b[0], b[1]),
-                is_han(c) && ('\u{4000}'..='\u{9FFF}').contains(&c),
-                "U+{:04X}",
-                c as u32
-            );
-        }
     }
 
     #[test]

@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::simhash::hash_bytes;
-use crate::tokenize::{is_ascii_white_space, is_han, is_word_char};
+use crate::tokenize::{is_ascii_white_space, is_han, is_han3, is_word_char, LOWER_ALNUM};
 
 /// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
 fn ends_sentence(c: char) -> bool {
@@ -144,73 +144,54 @@ pub fn signature_with(
 ) -> Signature {
     let bytes = text.as_bytes();
     let clauses = unit == Unit::Clause;
-    let mut key: Vec<u8> = Vec::with_capacity(text.len());
+    let mut key = Key::with_room(bytes.len());
     let mut picked: Vec<(usize, u32)> = Vec::new();
     let mut key_chars = 0;
     let mut unit = OpenUnit::default();
-    // Characters that go into the key as they are (Han, `a-z`, `0-9`) are copied
-    // a run at a time: `run` is where the pending run began.
-    let mut run = 0;
     let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        // Fast paths (see [`KEY_BYTE`]): a character that goes into the key
-        // as it is.
-        let len = match KEY_BYTE[usize::from(b)] {
-            1 => 1,
-            3 => 3,
-            4 if bytes[i + 1] != 0xB7 => 3,
-            _ => 0,
-        };
-        if len != 0 {
-            i += len;
-            unit.chars += 1;
-            unit.nonblank = true;
-            continue;
-        }
-        key.extend_from_slice(&bytes[run..i]);
+    while let Some(&b) = bytes.get(i) {
         let ends;
         if b < 0x80 {
-            i += 1;
-            if b.is_ascii_uppercase() {
-                key.push(b.to_ascii_lowercase());
-                unit.chars += 1;
-            }
+            // Most of any text but Chinese: written without a branch on
+            // whether the byte goes into the key (taken in no order a
+            // predictor learns: at every word's end).
+            let k = LOWER_ALNUM[usize::from(b)];
+            key.push_ascii(k);
+            unit.chars += usize::from(k != 0);
             unit.nonblank |= !is_ascii_white_space(b);
+            i += 1;
+            if !ASCII_MAY_END[usize::from(b)] {
+                continue;
+            }
             ends = match b {
-                b'!' | b'?' | b';' | b'\n' => true,
                 b',' | b':' | b'(' | b')' | b'"' => clauses,
                 b'.' => text[i..].chars().next().is_none_or(char::is_whitespace),
-                _ => false,
+                _ => true,
             };
-        } else {
-            let c = text[i..].chars().next().unwrap_or_default();
-            let len = c.len_utf8();
-            if is_han(c) {
-                key.extend_from_slice(&bytes[i..i + len]);
-                unit.chars += 1;
-                unit.nonblank = true;
-                ends = false;
-            } else {
-                if is_word_char(c) {
-                    for lower in c.to_lowercase() {
-                        let mut buf = [0; 4];
-                        key.extend_from_slice(lower.encode_utf8(&mut buf).as_bytes());
-                        unit.chars += 1;
+        } else if let Some(&[b0, b1, _]) = bytes.get(i..i + 3) {
+            if is_han3(b0, b1) {
+                // A run of them, copied at once: most of Chinese text.
+                let start = i;
+                while let Some(&[b0, b1, _]) = bytes.get(i..i + 3) {
+                    if !is_han3(b0, b1) {
+                        break;
                     }
+                    i += 3;
+                    unit.chars += 1;
                 }
-                unit.nonblank |= !c.is_whitespace();
-                ends = matches!(c, '。' | '…' | '｡') || (clauses && ends_clause(c));
+                key.push_run(&bytes[start..i]);
+                unit.nonblank = true;
+                continue;
             }
-            i += len;
+            ends = key.push_other(text, &mut i, &mut unit, clauses);
+        } else {
+            ends = key.push_other(text, &mut i, &mut unit, clauses);
         }
-        run = i;
         if ends {
-            key_chars += unit.close(&key, min_chars, &mut picked);
+            key_chars += unit.close(key.as_bytes(), min_chars, &mut picked);
         }
     }
-    key.extend_from_slice(&bytes[run..]);
-    key_chars += unit.close(&key, min_chars, &mut picked);
+    key_chars += unit.close(key.as_bytes(), min_chars, &mut picked);
     match selection {
         Selection::Longest => picked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1))),
         Selection::Sampled => picked.sort_unstable_by_key(|p| p.1),
@@ -227,34 +208,102 @@ pub fn signature_with(
     }
     hashes.sort_unstable();
     Signature {
-        content: hash_bytes(&key),
+        content: hash_bytes(key.as_bytes()),
         key_chars,
         hashes,
     }
 }
 
-/// What a byte that starts a character says about it in the key scan: 1, an
-/// ASCII lowercase letter or digit; 3, the lead byte of U+5000–U+9FFF (E5–E9),
-/// all Han; 4, the lead byte of U+4000–U+4FFF (E4), Han but U+4DC0–U+4DFF (E4
-/// B7 xx); 0, anything else (looked at closely).
-const KEY_BYTE: [u8; 256] = {
-    let mut table = [0; 256];
-    let mut b = 0;
-    while b < 256 {
-        let byte = b as u8;
-        table[b] = if byte.is_ascii_lowercase() || byte.is_ascii_digit() {
-            1
-        } else if matches!(byte, 0xE5..=0xE9) {
-            3
-        } else if byte == 0xE4 {
-            4
-        } else {
-            0
-        };
-        b += 1;
+/// The ASCII bytes that may end a unit: a sentence (`!?;`, a line break, a
+/// `.` before whitespace or the end) or a clause (`,:()"`).
+const ASCII_MAY_END: [bool; 128] = {
+    let mut table = [false; 128];
+    let ends = b"!?;\n,:()\".";
+    let mut j = 0;
+    while j < ends.len() {
+        table[ends[j] as usize] = true;
+        j += 1;
     }
     table
 };
+
+/// The key being built, written in place: `buf[..len]`. `buf` has room for
+/// a byte per byte of text yet to read (an ASCII byte or a Han character
+/// never takes more in the key than in the text), so an ASCII byte is
+/// written, and counted only if it belongs to the key, with no test of room.
+struct Key {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Key {
+    fn with_room(bytes: usize) -> Self {
+        Key {
+            buf: vec![0; bytes],
+            len: 0,
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Append `k` unless it is 0.
+    #[inline(always)]
+    fn push_ascii(&mut self, k: u8) {
+        self.buf[self.len] = k;
+        self.len += usize::from(k != 0);
+    }
+
+    /// Append bytes of the text as they are (the room for them is there).
+    #[inline(always)]
+    fn push_run(&mut self, run: &[u8]) {
+        self.buf[self.len..self.len + run.len()].copy_from_slice(run);
+        self.len += run.len();
+    }
+
+    /// Read the character of `text` at `*i`, any but ASCII and the Han
+    /// characters of [`is_han3`], and move `*i` past it: append what it
+    /// puts in the key (lowercasing may lengthen it: room is made for the
+    /// rest of the text after it), count it in `unit`, and say whether it
+    /// ends the unit.
+    fn push_other(
+        &mut self,
+        text: &str,
+        i: &mut usize,
+        unit: &mut OpenUnit,
+        clauses: bool,
+    ) -> bool {
+        let c = text[*i..].chars().next().unwrap_or_default();
+        *i += c.len_utf8();
+        let rest = text.len() - *i;
+        let mut buf = [0; 4];
+        if is_han(c) {
+            self.extend(c.encode_utf8(&mut buf).as_bytes(), rest);
+            unit.chars += 1;
+            unit.nonblank = true;
+            return false;
+        }
+        if is_word_char(c) {
+            for lower in c.to_lowercase() {
+                self.extend(lower.encode_utf8(&mut buf).as_bytes(), rest);
+                unit.chars += 1;
+            }
+        }
+        unit.nonblank |= !c.is_whitespace();
+        matches!(c, '。' | '…' | '｡') || (clauses && ends_clause(c))
+    }
+
+    /// Append `s`, keeping room for `rest` bytes more.
+    fn extend(&mut self, s: &[u8], rest: usize) {
+        let end = self.len + s.len();
+        if self.buf.len() < end + rest {
+            self.buf.resize(end + rest, 0);
+        }
+        self.buf[self.len..end].copy_from_slice(s);
+        self.len = end;
+    }
+}
 
 /// The unit being read: where its key starts in the key buffer, the key's
 /// length in characters, and whether it has a non-whitespace character

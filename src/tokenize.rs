@@ -35,6 +35,29 @@ pub fn is_han(c: char) -> bool {
     )
 }
 
+/// Whether a three-byte character with first bytes `b0 b1` is a Han
+/// character of U+4000–U+9FFF (lead byte E4–E9; E4 B7 is U+4DC0–U+4DFF, not
+/// Han): most of Chinese text, read in place without decoding.
+#[inline(always)]
+pub(crate) fn is_han3(b0: u8, b1: u8) -> bool {
+    matches!(b0, 0xE5..=0xE9) || (b0 == 0xE4 && b1 != 0xB7)
+}
+
+/// A byte as a word or a key reads it in place: an ASCII letter or digit,
+/// lowercased; 0 for any other (an ASCII byte that ends a word, or one of a
+/// character read whole).
+pub(crate) const LOWER_ALNUM: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut b = 0;
+    while b < 128 {
+        if (b as u8).is_ascii_alphanumeric() {
+            table[b] = (b as u8).to_ascii_lowercase();
+        }
+        b += 1;
+    }
+    table
+};
+
 /// Is `c` a letter or digit (Unicode), with fast answers for ASCII, Han and the
 /// common CJK punctuation that make up most of Chinese text (the general test is
 /// a table search).
@@ -192,30 +215,34 @@ impl Tokenizer {
                 // paragraph's closing `。` and the line break after it, and
                 // have none: the segmenter is skipped for them.)
                 unicode_words(run, |word| {
-                    if word.is_ascii() {
-                        // A character a byte: a candidate has two bytes, one
-                        // of them a letter or digit. Only `A-Z` can be
-                        // uppercase, and lowercase one for one.
-                        let candidate =
-                            word.len() >= 2 && word.bytes().any(|b| b.is_ascii_alphanumeric());
-                        if candidate && word.bytes().any(|b| b.is_ascii_uppercase()) {
-                            lower.clear();
-                            lower.push_str(word);
-                            lower.make_ascii_lowercase();
-                            f(&lower, None);
-                        } else if candidate {
-                            f(word, None);
+                    let (word, upper) = match word {
+                        Word::Ascii { word, upper } => (word, upper),
+                        Word::Other(word) if word.is_ascii() => {
+                            (word, word.bytes().any(|b| b.is_ascii_uppercase()))
                         }
-                        return;
-                    }
-                    let word = if word.chars().any(changes_in_lowercase) {
-                        lower.clear();
-                        lower.extend(word.chars().flat_map(char::to_lowercase));
-                        lower.as_str()
-                    } else {
-                        word
+                        Word::Other(word) => {
+                            let word = if word.chars().any(changes_in_lowercase) {
+                                lower.clear();
+                                lower.extend(word.chars().flat_map(char::to_lowercase));
+                                lower.as_str()
+                            } else {
+                                word
+                            };
+                            if is_candidate(word) {
+                                f(word, None);
+                            }
+                            return;
+                        }
                     };
-                    if is_candidate(word) {
+                    // A character a byte, and a letter or digit among them (a
+                    // word holds one): a candidate has two bytes. Only `A-Z`
+                    // can be uppercase, and lowercase one for one.
+                    if word.len() >= 2 && upper {
+                        lower.clear();
+                        lower.push_str(word);
+                        lower.make_ascii_lowercase();
+                        f(&lower, None);
+                    } else if word.len() >= 2 {
                         f(word, None);
                     }
                 });
@@ -240,7 +267,8 @@ impl Tokenizer {
 }
 
 /// Call `f` with each of `text`'s words by Unicode word boundaries (UAX #29:
-/// `unicode_words`, the segments with a letter or digit), in order.
+/// `unicode_words`, the segments with a letter or digit), in order: those of
+/// the ASCII pieces as [`Word::Ascii`], the rest as [`Word::Other`].
 ///
 /// Text is cut into pieces at ASCII whitespace; a piece of ASCII characters is
 /// split by the ASCII subset of the rules ([`ascii_words`]), a run of other
@@ -250,7 +278,7 @@ impl Tokenizer {
 /// between an ASCII character and whitespace after it, and no rule looks across
 /// such a break at anything but the whitespace, so the pieces cut alone as they
 /// cut in place (see `fast_words_equal_unicode_words`).
-fn unicode_words<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
+fn unicode_words<'a>(text: &'a str, mut f: impl FnMut(Word<'a>)) {
     let bytes = text.as_bytes();
     // Where the pending non-ASCII pieces begin (at the whitespace before them).
     let mut slow: Option<usize> = None;
@@ -268,7 +296,10 @@ fn unicode_words<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
         }
         if ascii {
             if let Some(from) = slow.take() {
-                text[from..space].unicode_words().for_each(&mut f);
+                text[from..space]
+                    .unicode_words()
+                    .map(Word::Other)
+                    .for_each(&mut f);
             }
             ascii_words(&text[start..i], &mut f);
         } else {
@@ -276,49 +307,114 @@ fn unicode_words<'a>(text: &'a str, mut f: impl FnMut(&'a str)) {
         }
     }
     if let Some(from) = slow {
-        text[from..].unicode_words().for_each(&mut f);
+        text[from..]
+            .unicode_words()
+            .map(Word::Other)
+            .for_each(&mut f);
     }
+}
+
+/// A word of [`unicode_words`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Word<'a> {
+    /// Split by [`ascii_words`], which tells whether it has an uppercase
+    /// letter.
+    Ascii { word: &'a str, upper: bool },
+    /// Split by the general segmenter.
+    Other(&'a str),
 }
 
 /// UAX #29 words of ASCII text without whitespace: letters, digits and `_`
 /// never break apart (WB5, WB8–WB10, WB13a/b); `:`, `.` and `'` join two
 /// letters (WB6/7), `,`, `;`, `.` and `'` two digits (WB11/12); every other
 /// character stands alone and is no word. A segment of `_` only is no word.
-fn ascii_words<'a>(text: &'a str, f: &mut impl FnMut(&'a str)) {
+fn ascii_words<'a>(text: &'a str, f: &mut impl FnMut(Word<'a>)) {
     let b = text.as_bytes();
     let n = b.len();
-    let wordish = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let class = |i: usize| ASCII_CLASS[usize::from(b[i])];
     let mut i = 0;
     while i < n {
-        if !wordish(b[i]) {
+        let mut seen = class(i);
+        if seen & WORDISH == 0 {
             i += 1;
             continue;
         }
         let start = i;
-        let mut alnum = b[i] != b'_';
         i += 1;
-        loop {
-            if i < n && wordish(b[i]) {
-                alnum |= b[i] != b'_';
+        while i < n {
+            let c = class(i);
+            if c & WORDISH != 0 {
+                seen |= c;
                 i += 1;
-            } else if i + 1 < n
-                && ((b[i - 1].is_ascii_alphabetic()
-                    && matches!(b[i], b':' | b'.' | b'\'')
-                    && b[i + 1].is_ascii_alphabetic())
-                    || (b[i - 1].is_ascii_digit()
-                        && matches!(b[i], b',' | b';' | b'.' | b'\'')
-                        && b[i + 1].is_ascii_digit()))
+                continue;
+            }
+            let Some(next) = b.get(i + 1).map(|&next| ASCII_CLASS[usize::from(next)]) else {
+                break;
+            };
+            let both = class(i - 1) & next;
+            if (both & LETTER != 0 && c & MID_LETTER != 0)
+                || (both & DIGIT != 0 && c & MID_NUMBER != 0)
             {
+                seen |= next;
                 i += 2;
             } else {
                 break;
             }
         }
-        if alnum {
-            f(&text[start..i]);
+        if seen & ALPHANUMERIC != 0 {
+            f(Word::Ascii {
+                word: &text[start..i],
+                upper: seen & UPPER != 0,
+            });
         }
     }
 }
+
+/// What [`ascii_words`] asks of an ASCII byte, a bit each ([`ASCII_CLASS`]):
+/// a letter, digit or `_` (which never break apart), a letter or digit, an
+/// uppercase letter, a letter, a digit, a character that joins two letters
+/// (`:.'`), one that joins two digits (`,;.'`).
+const WORDISH: u8 = 1;
+const ALPHANUMERIC: u8 = 2;
+const UPPER: u8 = 4;
+const LETTER: u8 = 8;
+const DIGIT: u8 = 16;
+const MID_LETTER: u8 = 32;
+const MID_NUMBER: u8 = 64;
+
+/// The class of each ASCII byte (and 0 for the others, never read).
+const ASCII_CLASS: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        let mut class = 0;
+        if c.is_ascii_alphanumeric() || c == b'_' {
+            class |= WORDISH;
+        }
+        if c.is_ascii_alphanumeric() {
+            class |= ALPHANUMERIC;
+        }
+        if c.is_ascii_uppercase() {
+            class |= UPPER;
+        }
+        if c.is_ascii_alphabetic() {
+            class |= LETTER;
+        }
+        if c.is_ascii_digit() {
+            class |= DIGIT;
+        }
+        if matches!(c, b':' | b'.' | b'\'') {
+            class |= MID_LETTER;
+        }
+        if matches!(c, b',' | b';' | b'.' | b'\'') {
+            class |= MID_NUMBER;
+        }
+        table[b] = class;
+        b += 1;
+    }
+    table
+};
 
 /// Whether `c`'s lowercase mapping is other than `c`: an uppercase letter,
 /// or a titlecase one (`ǅ`, the Greek `ᾈ`), which is not uppercase.
@@ -480,6 +576,20 @@ mod tests {
     }
 
     #[test]
+    fn han3_is_han_of_three_bytes_to_u9fff() {
+        for c in '\u{800}'..='\u{FFFF}' {
+            let mut buf = [0; 4];
+            let b = c.encode_utf8(&mut buf).as_bytes();
+            assert_eq!(
+                is_han3(b[0], b[1]),
+                is_han(c) && ('\u{4000}'..='\u{9FFF}').contains(&c),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
+    #[test]
     fn word_char_fast_paths_agree_with_unicode() {
         for c in ('\u{0}'..='\u{FFFF}').chain('\u{20000}'..='\u{2FFFF}') {
             assert_eq!(
@@ -552,7 +662,19 @@ mod tests {
                 .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                 .collect();
             let mut fast = Vec::new();
-            unicode_words(&text, |w| fast.push(w));
+            unicode_words(&text, |w| {
+                fast.push(match w {
+                    Word::Ascii { word, upper } => {
+                        assert_eq!(
+                            upper,
+                            word.bytes().any(|b| b.is_ascii_uppercase()),
+                            "{word:?}"
+                        );
+                        word
+                    }
+                    Word::Other(word) => word,
+                })
+            });
             let slow: Vec<&str> = text.unicode_words().collect();
             assert_eq!(fast, slow, "{text:?}");
         }
