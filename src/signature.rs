@@ -21,12 +21,12 @@ use crate::simhash::hash_bytes;
 use crate::tokenize::{is_ascii_white_space, is_han, is_han3, is_word_char, LOWER_ALNUM};
 
 /// Characters that end a sentence (after NFKC, so full-width `！？；` are ASCII).
-fn ends_sentence(c: char) -> bool {
+const fn ends_sentence(c: char) -> bool {
     matches!(c, '。' | '!' | '?' | ';' | '…' | '\n' | '｡')
 }
 
 /// Characters that end a clause (besides those that end a sentence).
-fn ends_clause(c: char) -> bool {
+const fn ends_clause(c: char) -> bool {
     matches!(
         c,
         ',' | '、' | ':' | '(' | ')' | '"' | '“' | '”' | '「' | '」' | '《' | '》'
@@ -144,7 +144,7 @@ pub fn signature_with(
 ) -> Signature {
     let bytes = text.as_bytes();
     let clauses = unit == Unit::Clause;
-    let mut key = Key::with_room(bytes.len());
+    let mut key = Key::with_room(text.len());
     let mut picked: Vec<(usize, u32)> = Vec::new();
     let mut key_chars = 0;
     let mut unit = OpenUnit::default();
@@ -163,28 +163,28 @@ pub fn signature_with(
             if !ASCII_MAY_END[usize::from(b)] {
                 continue;
             }
-            ends = match b {
-                b',' | b':' | b'(' | b')' | b'"' => clauses,
-                b'.' => text[i..].chars().next().is_none_or(char::is_whitespace),
-                _ => true,
+            ends = if b == b'.' {
+                text[i..].chars().next().is_none_or(char::is_whitespace)
+            } else {
+                ends_unit(char::from(b), clauses)
             };
-        } else if let Some(&[b0, b1, _]) = bytes.get(i..i + 3) {
-            if is_han3(b0, b1) {
-                // A run of them, copied at once: most of Chinese text.
-                let start = i;
-                while let Some(&[b0, b1, _]) = bytes.get(i..i + 3) {
-                    if !is_han3(b0, b1) {
-                        break;
-                    }
-                    i += 3;
-                    unit.chars += 1;
-                }
-                key.push_run(&bytes[start..i]);
-                unit.nonblank = true;
-                continue;
-            }
-            ends = key.push_other(text, &mut i, &mut unit, clauses);
         } else {
+            if let Some(&[b0, b1, _]) = bytes.get(i..i + 3) {
+                if is_han3(b0, b1) {
+                    // A run of them, copied at once: most of Chinese text.
+                    let start = i;
+                    while let Some(&[b0, b1, _]) = bytes.get(i..i + 3) {
+                        if !is_han3(b0, b1) {
+                            break;
+                        }
+                        i += 3;
+                        unit.chars += 1;
+                    }
+                    key.push_run(&bytes[start..i]);
+                    unit.nonblank = true;
+                    continue;
+                }
+            }
             ends = key.push_other(text, &mut i, &mut unit, clauses);
         }
         if ends {
@@ -214,15 +214,21 @@ pub fn signature_with(
     }
 }
 
-/// The ASCII bytes that may end a unit: a sentence (`!?;`, a line break, a
-/// `.` before whitespace or the end) or a clause (`,:()"`).
+/// Whether `c` ends a unit of sentences (`clauses` false) or of clauses,
+/// but a `.`, which ends a sentence only before whitespace or the end.
+fn ends_unit(c: char, clauses: bool) -> bool {
+    ends_sentence(c) || (clauses && ends_clause(c))
+}
+
+/// The ASCII bytes that may end a unit: those that end a sentence or a
+/// clause, and `.`.
 const ASCII_MAY_END: [bool; 128] = {
     let mut table = [false; 128];
-    let ends = b"!?;\n,:()\".";
-    let mut j = 0;
-    while j < ends.len() {
-        table[ends[j] as usize] = true;
-        j += 1;
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8 as char;
+        table[b] = ends_sentence(c) || ends_clause(c) || c == '.';
+        b += 1;
     }
     table
 };
@@ -237,9 +243,9 @@ struct Key {
 }
 
 impl Key {
-    fn with_room(bytes: usize) -> Self {
+    fn with_room(len: usize) -> Self {
         Key {
-            buf: vec![0; bytes],
+            buf: vec![0; len],
             len: 0,
         }
     }
@@ -291,7 +297,7 @@ impl Key {
             }
         }
         unit.nonblank |= !c.is_whitespace();
-        matches!(c, '。' | '…' | '｡') || (clauses && ends_clause(c))
+        ends_unit(c, clauses)
     }
 
     /// Append `s`, keeping room for `rest` bytes more.
@@ -466,6 +472,28 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// The one pass against the split on random text, of characters whose
+    /// key is longer than they are (`İ` and `Ⱥ`: three bytes for two), Han
+    /// and not (`䷀`), every character that ends a unit, and whitespace a `.`
+    /// may come before.
+    #[test]
+    fn one_pass_equals_piecewise_on_random_text() {
+        let alphabet: Vec<char> =
+            "aZ9 İȺẞ\u{212A}\u{2126}䷀𠀀中文.,:()\"!?;\n\u{3000}\u{A0}。…｡、“”「」《》é_-"
+                .chars()
+                .collect();
+        let texts = crate::random_text::random_texts(11, 20_000, 0..24, |rng| rng.pick(&alphabet));
+        for text in texts {
+            for unit in [Unit::Sentence, Unit::Clause] {
+                assert_eq!(
+                    signature_with(&text, 12, 2, unit, Selection::Sampled),
+                    piecewise(&text, 12, 2, unit, Selection::Sampled),
+                    "{text:?} {unit:?}"
+                );
             }
         }
     }

@@ -44,8 +44,8 @@ pub(crate) fn is_han3(b0: u8, b1: u8) -> bool {
 }
 
 /// A byte as a word or a key reads it in place: an ASCII letter or digit,
-/// lowercased; 0 for any other (an ASCII byte that ends a word, or one of a
-/// character read whole).
+/// lowercased; 0 for any other (an ASCII byte in no word or key, or a byte of
+/// a character beyond ASCII, read whole).
 pub(crate) const LOWER_ALNUM: [u8; 256] = {
     let mut table = [0; 256];
     let mut b = 0;
@@ -315,12 +315,12 @@ fn unicode_words<'a>(text: &'a str, mut f: impl FnMut(Word<'a>)) {
 }
 
 /// A word of [`unicode_words`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Word<'a> {
     /// Split by [`ascii_words`], which tells whether it has an uppercase
     /// letter.
     Ascii { word: &'a str, upper: bool },
-    /// Split by the general segmenter.
+    /// Split by the general segmenter (it may be ASCII too).
     Other(&'a str),
 }
 
@@ -370,16 +370,20 @@ fn ascii_words<'a>(text: &'a str, f: &mut impl FnMut(Word<'a>)) {
     }
 }
 
-/// What [`ascii_words`] asks of an ASCII byte, a bit each ([`ASCII_CLASS`]):
-/// a letter, digit or `_` (which never break apart), a letter or digit, an
-/// uppercase letter, a letter, a digit, a character that joins two letters
-/// (`:.'`), one that joins two digits (`,;.'`).
+// What [`ascii_words`] asks of an ASCII byte, a bit each ([`ASCII_CLASS`]).
+/// A letter, digit or `_`: they never break apart.
 const WORDISH: u8 = 1;
+/// A letter or digit.
 const ALPHANUMERIC: u8 = 2;
+/// An uppercase letter.
 const UPPER: u8 = 4;
+/// A letter.
 const LETTER: u8 = 8;
+/// A digit.
 const DIGIT: u8 = 16;
+/// A character that joins two letters (`:.'`).
 const MID_LETTER: u8 = 32;
+/// A character that joins two digits (`,;.'`).
 const MID_NUMBER: u8 = 64;
 
 /// The class of each ASCII byte (and 0 for the others, never read).
