@@ -489,16 +489,16 @@ fn script_runs(text: &str) -> impl Iterator<Item = (bool, &str)> {
             let Some(&b) = bytes.get(i) else {
                 break bytes.len();
             };
-            let (c, han, len) =
-                if (0xE4..=0xE9).contains(&b) && !(b == 0xE4 && bytes[i + 1] == 0xB7) {
-                    // U+4000–U+9FFF but U+4DC0–U+4DFF: Han, no need to decode.
-                    ('\u{4E00}', true, 3)
-                } else if b < 0x80 {
-                    (char::from(b), false, 1)
-                } else {
-                    let c = rest[i..].chars().next().unwrap_or_default();
-                    (c, is_han(c), c.len_utf8())
-                };
+            let han3 = bytes.get(i + 1).is_some_and(|&b1| is_han3(b, b1));
+            let (c, han, len) = if han3 {
+                // Han ([`is_han3`]): no need to decode.
+                ('\u{4E00}', true, 3)
+            } else if b < 0x80 {
+                (char::from(b), false, 1)
+            } else {
+                let c = rest[i..].chars().next().unwrap_or_default();
+                (c, is_han(c), c.len_utf8())
+            };
             if !(han || is_separator(c)) {
                 break after_han;
             }
