@@ -143,7 +143,12 @@ impl Scan<'_> {
         // The text's first tokens complete no shingle.
         let mut taken = 0;
         while self.tokens < SHINGLE {
-            let Some(value) = chars.next() else { break };
+            let Some(value) = chars.next() else {
+                // The run ends here. (`chars` is not fused: asked again, it
+                // would go on past the character that ended the run.)
+                self.han += taken as u32;
+                return 3 * taken;
+            };
             self.token(value);
             taken += 1;
         }
@@ -560,6 +565,9 @@ mod tests {
             "国家统计局今天发布数据，一季度国内生产总值同比增长5.3%。䷀䷁ Yijing 㐀㐁 𠀀 〇",
             "The Quick brown fox jumps over the lazy dog; ÀÉÎ İstanbul straße ΣΑΣ 3.14 U.S.A.",
             "Mixed 中文English混合123数字 and more words here to make shingles",
+            // A short Han run among the first tokens, ended by three bytes.
+            "中国abc北京天安门广场",
+            "中国【北京天安门广场",
         ] {
             assert_eq!(shingle(text).sample, literal(text), "{text:?}");
         }
@@ -582,6 +590,37 @@ mod tests {
         let got = shingle(&text).sample;
         assert_eq!(got, literal(&text));
         assert!(got.len() < 20, "{}", got.len());
+    }
+
+    /// Han text with every kind of character between its runs: ASCII
+    /// punctuation, letters and digits, the punctuation of Chinese text,
+    /// other scripts' word characters, Han characters of other lengths, and
+    /// characters no word holds.
+    #[test]
+    fn han_runs_end_where_the_recipe_says() {
+        let han: Vec<char> = crate::random_text::COMMON_HAN.chars().collect();
+        let between: Vec<char> = ",. ;:!?()\n-'\"aZ09、。〈》【】‐—“”…‧〇㐀𠀀䷀·•─가カéΩİ〜\u{2028}"
+            .chars()
+            .collect();
+        let texts = crate::random_text::random_texts(7, 3_000, 0..300, |rng| {
+            if rng.below(4) == 0 {
+                rng.pick(&between)
+            } else {
+                rng.pick(&han)
+            }
+        });
+        for text in &texts {
+            let got = shingle(text);
+            assert_eq!(got.sample, literal(text), "{text:?}");
+            // Han characters, and runs of other word characters: words.
+            let (mut size, mut in_word) = (0, false);
+            for c in text.chars() {
+                let word = is_word_char(c) && !is_han(c);
+                size += u32::from(is_han(c)) + u32::from(word && !in_word) * WORD_SIZE;
+                in_word = word;
+            }
+            assert_eq!(u32::from(got.size), size, "{text:?}");
+        }
     }
 
     #[test]
