@@ -51,9 +51,42 @@ pub fn find_binary() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A port nobody listens on right now (someone may take it before we bind it:
-/// [`RedisServer::start`] retries).
+/// Where [`free_port`] picks from: above the well-known and most registered
+/// services' ports, below the kernel's ephemeral range.
+const PICK_FROM: u16 = 10_240;
+
+/// The lowest port the kernel hands out by itself (to `connect` and to a bind
+/// of port 0): Linux's `ip_local_port_range`, else Linux's default.
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// A port nobody listens on right now, picked at random below the ephemeral
+/// range. The kernel never hands out such a port by itself, so no outgoing
+/// connection of this machine takes it between this probe and the caller's
+/// bind; only another process's own pick can (rarely: the range holds
+/// thousands of ports, and [`RedisServer::start`] retries). When that range
+/// is empty or full, a port the kernel picks.
 pub fn free_port() -> std::io::Result<u16> {
+    use std::hash::{BuildHasher, Hasher};
+    static PICKS: AtomicU64 = AtomicU64::new(0);
+    let high = ephemeral_low();
+    if high > PICK_FROM {
+        // Randomly keyed per process and per call: two processes probing at
+        // once seldom try the same port.
+        let random = std::collections::hash_map::RandomState::new();
+        for _ in 0..64 {
+            let mut h = random.build_hasher();
+            h.write_u64(PICKS.fetch_add(1, Ordering::Relaxed));
+            let port = PICK_FROM + (h.finish() % u64::from(high - PICK_FROM)) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -246,6 +279,17 @@ mod tests {
             bin: PathBuf::from("sleep"),
         };
         assert!(!impostor.wait_ready(Duration::from_millis(500)));
+    }
+
+    /// A picked port is bindable and outside the range the kernel takes
+    /// outgoing connections' ports from.
+    #[test]
+    fn free_ports_are_below_the_ephemeral_range() {
+        for _ in 0..100 {
+            let port = free_port().unwrap();
+            assert!((PICK_FROM..ephemeral_low()).contains(&port), "{port}");
+            TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
     }
 
     #[test]
