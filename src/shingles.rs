@@ -521,9 +521,11 @@ mod tests {
     }
 
     /// The spec's recipe, literally: tokens, every window of five folded
-    /// and mixed, sampled, sorted and distinct.
-    fn literal(text: &str) -> Vec<u16> {
+    /// and mixed, sampled, sorted and distinct; the size, Han characters
+    /// and words counted.
+    fn literal(text: &str) -> Shingled {
         let mut tokens: Vec<u64> = Vec::new();
+        let mut han = 0u32;
         let mut word = String::new();
         let end = |word: &mut String, tokens: &mut Vec<u64>| {
             if !word.is_empty() {
@@ -535,6 +537,7 @@ mod tests {
             if is_han(c) {
                 end(&mut word, &mut tokens);
                 tokens.push(han_value(c));
+                han += 1;
             } else if is_word_char(c) {
                 word.extend(c.to_lowercase());
             } else {
@@ -554,7 +557,11 @@ mod tests {
             .filter(|h| h >> (64 - RATE_BITS) == 0)
             .map(|h| (h >> (48 - RATE_BITS)) as u16)
             .collect();
-        smallest_literally(sample)
+        let words = tokens.len() as u32 - han;
+        Shingled {
+            sample: smallest_literally(sample),
+            size: u16::try_from(han + words * WORD_SIZE).unwrap_or(u16::MAX),
+        }
     }
 
     #[test]
@@ -569,15 +576,16 @@ mod tests {
             "中国abc北京天安门广场",
             "中国【北京天安门广场",
         ] {
-            assert_eq!(shingle(text).sample, literal(text), "{text:?}");
+            assert_eq!(shingle(text), literal(text), "{text:?}");
         }
         // Long enough that the smallest values are cut from the rest first.
         let han: Vec<char> = crate::random_text::COMMON_HAN.chars().collect();
         let mut rng = crate::random_text::Rng::new(3);
         for len in [400, 1000, 5000] {
             let text: String = (0..len).map(|_| rng.pick(&han)).collect();
-            let got = shingle(&text).sample;
+            let got = shingle(&text);
             assert_eq!(got, literal(&text), "{len}");
+            let got = got.sample;
             assert!(len < 1000 || got.len() > FRESH - 12, "{len}: {}", got.len());
         }
         // A text that repeats itself: the smallest values come many times
@@ -587,9 +595,9 @@ mod tests {
             .map(|_| rng.pick(&han))
             .collect::<String>()
             .repeat(20);
-        let got = shingle(&text).sample;
+        let got = shingle(&text);
         assert_eq!(got, literal(&text));
-        assert!(got.len() < 20, "{}", got.len());
+        assert!(got.sample.len() < 20, "{}", got.sample.len());
     }
 
     /// Han text with every kind of character between its runs: ASCII
@@ -610,16 +618,7 @@ mod tests {
             }
         });
         for text in &texts {
-            let got = shingle(text);
-            assert_eq!(got.sample, literal(text), "{text:?}");
-            // Han characters, and runs of other word characters: words.
-            let (mut size, mut in_word) = (0, false);
-            for c in text.chars() {
-                let word = is_word_char(c) && !is_han(c);
-                size += u32::from(is_han(c)) + u32::from(word && !in_word) * WORD_SIZE;
-                in_word = word;
-            }
-            assert_eq!(u32::from(got.size), size, "{text:?}");
+            assert_eq!(shingle(text), literal(text), "{text:?}");
         }
     }
 
