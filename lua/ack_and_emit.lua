@@ -11,11 +11,13 @@
 -- ARGV[2] output MAXLEN (~; 0 = no trimming)   ARGV[3] dead-letter MAXLEN (~; 0 = none)
 -- ARGV[4] "1" to XDEL each acked input entry
 -- ARGV[5] number of entries N, then per entry:
---   entry id, n_out, n_out output field/value args, n_dead, n_dead dead-letter args
---   (n_dead = 0: no dead letter)
+--   entry id, its receipt (key, index, element; key '' = none: the verdict
+--   rests on no index write), n_out, n_out output field/value args, n_dead,
+--   n_dead dead-letter args (n_dead = 0: no dead letter)
 -- Returns one integer per entry: 1 = acked and emitted here, 0 = it was no
 -- longer pending (another consumer, or an earlier attempt of this commit, already
--- acked it), so nothing was written.
+-- acked it), so nothing was written; fewer than N where an entry's receipt
+-- does not hold here (below): that entry and those after it are left pending.
 
 local group = ARGV[1]
 local out_maxlen = tonumber(ARGV[2])
@@ -39,12 +41,26 @@ end
 local results = {}
 local i = 6
 for e = 1, n do
-  local id = ARGV[i]
-  local n_out = tonumber(ARGV[i + 1])
-  local out_first = i + 2
+  local id, receipt_key, receipt_index, receipt_element = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local n_out = tonumber(ARGV[i + 4])
+  local out_first = i + 5
   local n_dead = tonumber(ARGV[out_first + n_out])
   local dead_first = out_first + n_out + 1
   i = dead_first + n_dead
+
+  -- The index write this entry's verdict rests on must be here: the list
+  -- element it stored holds that article, or is empty (deleted since). A
+  -- server without it (a replica promoted before the write reached it) would
+  -- answer with a verdict its index does not hold; the worker decides this
+  -- entry, and the ones after it, again instead, unless another consumer
+  -- has acked it meanwhile (then the XACK below writes nothing).
+  if receipt_key ~= '' then
+    local element = redis.call('LINDEX', receipt_key, receipt_index)
+    if element ~= receipt_element and element ~= ''
+      and #redis.call('XPENDING', KEYS[1], group, id, id, 1) > 0 then
+      return results
+    end
+  end
 
   -- The guard: XACK returns 1 only for the call that removes the entry from the
   -- group's pending list, which happens once per entry for the group's lifetime.

@@ -3,11 +3,11 @@
 -- is emptied, its recent record marked deleted, and the deletion log tells
 -- every worker's view.
 -- KEYS[1] the bucket registry; ARGV[1] key prefix; ARGV[2] article id.
--- Returns 1 if the article was there, else 0.
+-- Returns {label, handle} of the article removed, or nil if it was not there.
 local P, id = ARGV[1], ARGV[2]
 local labels = redis.call('ZRANGE', KEYS[1], 0, -1)
 local label, ikey, _, h = find_id(P, labels, id, redis.sha1hex(id))
-if not label then return 0 end
+if not label then return false end
 local start = redis.call('ZSCORE', KEYS[1], label)
 redis.call('HDEL', ikey, id)
 -- Every worker's view (src/index/redis_index/view.rs) holds every live article:
@@ -42,4 +42,4 @@ end
 -- its expiry, when its last link goes.
 redis.call('HDEL', links_key(P, label, h))
 redis.call('DEL', more_links_key(P, label, h))
-return 1
+return {label, h}

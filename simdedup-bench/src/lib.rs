@@ -645,7 +645,7 @@ async fn forget_run(setup: &WorkerSetup, run: u64, result: &E2e) -> Result<(), B
         tasks.spawn(async move {
             let mut deleted = 0u64;
             for j in (first..k).step_by(32) {
-                deleted += u64::from(index.delete(&e2e::article_id(run, j)).await?);
+                deleted += u64::from(index.delete(&e2e::article_id(run, j)).await?.found);
             }
             Ok::<u64, IndexError>(deleted)
         });

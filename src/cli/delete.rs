@@ -24,7 +24,7 @@ pub fn run(args: DeleteArgs) -> Result<()> {
     let index = rt.block_on(shared_index(&s, "delete"))?;
     let mut missing = Vec::new();
     for id in &args.ids {
-        if rt.block_on(index.delete(id))? {
+        if rt.block_on(index.delete(id))?.found {
             super::print_stdout(&format!("deleted {id}\n"))?;
         } else {
             missing.push(id.as_str());

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use super::candidates::{Candidates, Reach};
 use super::meet::CandidateKeys;
-use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
+use super::{Cluster, Deletion, Index, IndexEntry, IndexError, Outcome, StoredArticle, Verdict};
 use crate::decision::{decide, CandidateView, DecisionConfig};
 use crate::fingerprint::Fingerprint;
 
@@ -92,6 +92,7 @@ impl EmbeddedIndex {
             verdict,
             replayed: false,
             examined,
+            receipt: None,
         }
     }
 
@@ -106,6 +107,7 @@ impl EmbeddedIndex {
             verdict,
             replayed: false,
             examined,
+            receipt: None,
         }
     }
 
@@ -186,6 +188,7 @@ impl State {
             verdict: row.verdict.clone(),
             replayed: true,
             examined: 0,
+            receipt: None,
         })
     }
 
@@ -285,8 +288,11 @@ impl Index for EmbeddedIndex {
         Ok(self.query_now(entry))
     }
 
-    async fn delete(&self, id: &str) -> Result<bool, IndexError> {
-        Ok(self.delete_now(id))
+    async fn delete(&self, id: &str) -> Result<Deletion, IndexError> {
+        Ok(Deletion {
+            found: self.delete_now(id),
+            receipt: None,
+        })
     }
 
     async fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError> {

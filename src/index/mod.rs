@@ -145,6 +145,35 @@ pub struct Outcome {
     /// metric): it grows with the index, not with how often a story was
     /// copied.
     pub examined: u32,
+    /// Where the article this check stored (or, for a replay, found stored)
+    /// can be read back, on the server that holds the index; `None` where
+    /// nothing was stored, and in an index without a server (the embedded one).
+    pub receipt: Option<Receipt>,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletion {
+    /// The article was stored (and is no longer).
+    pub found: bool,
+    /// Where the delete can be read back: the emptied element of the
+    /// article it removed. `None` where nothing was removed, and in an index
+    /// without a server.
+    pub receipt: Option<Receipt>,
+}
+
+/// Where an index write can be read back: the element `index` of the list
+/// `key` holds `element` (the stored article; empty for a delete), or is
+/// empty (it was deleted since). Redis replicates to its replicas after it
+/// answers, so a primary that fails over may lose a write it answered; a
+/// worker writes the output of an entry only on a server where its receipt
+/// holds (`lua/ack_and_emit.lua`), and decides the entry again on one where
+/// it does not, rather than answer with a verdict the index no longer holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    pub key: String,
+    pub index: u64,
+    pub element: Vec<u8>,
 }
 
 /// What the index holds about one article.
@@ -265,9 +294,9 @@ pub trait Index: Send + Sync {
     fn query(&self, entry: &IndexEntry)
         -> impl Future<Output = Result<Outcome, IndexError>> + Send;
 
-    /// Remove an article; `true` if it was there. Duplicates linked to it keep
-    /// their `dup_of`.
-    fn delete(&self, id: &str) -> impl Future<Output = Result<bool, IndexError>> + Send;
+    /// Remove an article (`found`: it was there). Duplicates linked to it
+    /// keep their `dup_of`.
+    fn delete(&self, id: &str) -> impl Future<Output = Result<Deletion, IndexError>> + Send;
 
     /// What is stored for `id`, if it is inside the window.
     fn get(

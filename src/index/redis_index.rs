@@ -46,11 +46,14 @@ use redis::Script;
 
 use self::check::{CheckKind, FirstDecision};
 use self::view::{Place, View};
-use super::{Cluster, Index, IndexEntry, IndexError, Outcome, StoredArticle, StoredError, Verdict};
+use super::{
+    Cluster, Deletion, Index, IndexEntry, IndexError, Outcome, Receipt, StoredArticle, StoredError,
+    Verdict,
+};
 use crate::connect::{Conn, ConnectOptions};
 use crate::decision::DecisionConfig;
 use crate::fingerprint::Fingerprint;
-use crate::keys::{bucket_start_of, shape_bits, validate_namespace, Keys};
+use crate::keys::{bucket_start_of, shape_bits, slot, validate_namespace, Keys};
 
 /// An index script: the constants it shares with Rust
 /// ([`crate::keys::lua_constants`]), `lua/prelude.lua` (helpers the scripts
@@ -379,7 +382,18 @@ impl RedisIndex {
             fingerprint,
             verdict: meta.verdict,
             links,
+            record,
         }))
+    }
+
+    /// The [`Receipt`] of the article stored at `handle` of bucket `label`
+    /// as `record` (its `a:` element).
+    fn receipt(&self, label: &str, handle: u64, record: Vec<u8>) -> Receipt {
+        Receipt {
+            key: self.inner.keys.articles(label, handle),
+            index: slot(handle),
+            element: record,
+        }
     }
 }
 
@@ -409,6 +423,8 @@ struct Stored {
     verdict: Verdict,
     /// Where the duplicates linked to it are (`<label>:<handle>` in Redis).
     links: Vec<Place>,
+    /// Its `a:` element.
+    record: Vec<u8>,
 }
 
 impl Index for RedisIndex {
@@ -424,10 +440,10 @@ impl Index for RedisIndex {
             .await
     }
 
-    async fn delete(&self, id: &str) -> Result<bool, IndexError> {
+    async fn delete(&self, id: &str) -> Result<Deletion, IndexError> {
         let keys = &self.inner.keys;
         let mut conn = self.inner.conn.clone();
-        let n: i64 = DELETE
+        let removed: Option<(String, u64)> = DELETE
             .key(keys.buckets())
             .arg(keys.prefix())
             .arg(id)
@@ -445,7 +461,10 @@ impl Index for RedisIndex {
         caught_up.at = None;
         caught_up.deletes += 1;
         drop(caught_up);
-        Ok(n == 1)
+        Ok(Deletion {
+            found: removed.is_some(),
+            receipt: removed.map(|(label, handle)| self.receipt(&label, handle, Vec::new())),
+        })
     }
 
     async fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError> {

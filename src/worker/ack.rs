@@ -1,6 +1,9 @@
 //! Acking a batch: calls of `lua/ack_and_emit.lua`, which acks a batch's
 //! input entries and, for each entry actually acked, writes the output entry
-//! (and the dead letter), at most [`ENTRIES_PER_CALL`] entries per call.
+//! (and the dead letter), at most [`ENTRIES_PER_CALL`] entries per call. It
+//! acks an entry only where the index write its verdict rests on can be read
+//! back ([`Emit::receipt`]): a call stops at the first entry whose write the
+//! server lacks (lost in a failover), leaving it and the rest pending.
 //!
 //! This is where "exactly one output entry per input entry" is enforced; the
 //! argument is written out in `docs/protocol.md`. The script is idempotent: a
@@ -11,6 +14,7 @@
 use redis::aio::ConnectionLike;
 use redis::{RedisResult, Script, Value};
 
+use crate::index::Receipt;
 use crate::keys::Keys;
 
 static SCRIPT_SOURCE: &str = include_str!("../../lua/ack_and_emit.lua");
@@ -32,6 +36,9 @@ pub struct Emit {
     pub output: Vec<(&'static str, Vec<u8>)>,
     /// Dead-letter fields (the original fields plus reason), if the entry is dead-lettered.
     pub dead: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// Where the index write the verdict rests on can be read back: the
+    /// entry is acked only on a server that holds it.
+    pub receipt: Option<Receipt>,
 }
 
 /// Trimming and cleanup options of the ack-and-emit calls.
@@ -55,7 +62,9 @@ pub struct AckOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acked {
     /// Per entry, whether this call wrote its output (`false`: it had been
-    /// acked before).
+    /// acked before); fewer than the call's entries when the server lacks
+    /// the index write of the next one (its [`Emit::receipt`]): that entry and
+    /// the ones after it were left pending, to be decided again.
     pub written: Vec<bool>,
     /// Replicas that acknowledged the call within `wait_timeout_ms`, when
     /// `wait_replicas` asked for some.
@@ -123,7 +132,12 @@ impl AckScript {
             .arg(if o.delete_processed { "1" } else { "0" })
             .arg(batch.len());
         for e in batch {
-            call.arg(&e.source).arg(e.output.len() * 2);
+            call.arg(&e.source);
+            match &e.receipt {
+                Some(r) => call.arg(&r.key).arg(r.index).arg(r.element.as_slice()),
+                None => call.arg("").arg(0).arg(""),
+            };
+            call.arg(e.output.len() * 2);
             for (k, v) in &e.output {
                 call.arg(*k).arg(v.as_slice());
             }

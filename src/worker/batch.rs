@@ -62,8 +62,22 @@ async fn run_batch<I: Index + 'static>(
     entries: Vec<RawEntry>,
     turn: Turn,
 ) -> (u64, u64) {
-    // CPU work off the async threads: the fingerprinting pool spreads the
-    // batch over the cores, at a lower priority (`fingerprint_pool`).
+    let (entries, prepared) = prepare_all(shared, entries).await;
+    let result = match prepared {
+        Some(p) => finish_batch(shared, &entries, p, turn).await,
+        None => (0, 0),
+    };
+    shared.release(entries.iter());
+    result
+}
+
+/// Prepare `entries` on the fingerprinting threads: CPU work off the async
+/// threads, spread over the cores at a lower priority (`fingerprint_pool`).
+/// `None` if that panicked (the entries stay pending).
+async fn prepare_all<I: Index + 'static>(
+    shared: &Arc<Shared<I>>,
+    entries: Vec<RawEntry>,
+) -> (Vec<RawEntry>, Option<Vec<Prepared>>) {
     let entries = Arc::new(entries);
     let (s, e) = (shared.clone(), entries.clone());
     let prepared = tokio::task::spawn_blocking(move || {
@@ -73,26 +87,64 @@ async fn run_batch<I: Index + 'static>(
     .await;
     let entries = Arc::try_unwrap(entries).unwrap_or_else(|a| (*a).clone());
     match prepared {
-        Ok(p) => finish_batch(shared, entries, p, turn).await,
+        Ok(p) => (entries, Some(p)),
         Err(e) => {
             tracing::error!(error = %e, "fingerprinting panicked; the batch stays pending");
-            shared.release(entries.iter());
-            (0, 0)
+            (entries, None)
         }
     }
 }
 
+/// Times a batch decides again the entries whose index writes Redis lost
+/// before it gives up on them (they stay pending, and come back).
+const MAX_REDECISIONS: u32 = 3;
+
+/// Decide the batch and commit its verdicts. Where Redis, when acking,
+/// lacks the index write of an entry's verdict (a failover promoted a
+/// replica the write had not reached), that entry and the ones after it are
+/// decided again, one after another, and committed.
 async fn finish_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
-    entries: Vec<RawEntry>,
+    entries: &[RawEntry],
     prepared: Vec<Prepared>,
     turn: Turn,
 ) -> (u64, u64) {
-    let resolutions = decide(shared, prepared, turn).await;
-    let (emitted, skipped) = emit_verdicts(shared, &entries, &resolutions).await;
-    shared.release(entries.iter());
-    tracing::debug!(emitted, skipped, "batch committed");
-    (emitted, skipped)
+    let mut resolutions = decide(shared, prepared, turn).await;
+    let (mut written, mut skipped, mut from) = (0, 0, 0);
+    for round in 0.. {
+        let done = emit_verdicts(shared, &entries[from..], &resolutions[from..]).await;
+        written += done.written;
+        skipped += done.skipped;
+        let Some(lost) = done.lost_from else { break };
+        from += lost;
+        let again = &entries[from..];
+        shared.metrics.writes_lost.inc_by(again.len() as u64);
+        if round == MAX_REDECISIONS {
+            tracing::error!(
+                entry = %again[0].id,
+                entries = again.len(),
+                "Redis still lacks the index write of an entry decided again; left pending"
+            );
+            break;
+        }
+        tracing::warn!(
+            entry = %again[0].id,
+            entries = again.len(),
+            "Redis lacks the index write of an entry's verdict (lost in a failover?): \
+             deciding it and the entries after it again"
+        );
+        let (_, Some(prepared)) = prepare_all(shared, again.to_vec()).await else {
+            break;
+        };
+        let mut redone = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            redone.push(resolve(shared, p).await);
+        }
+        resolutions.truncate(from);
+        resolutions.extend(redone);
+    }
+    tracing::debug!(written, skipped, "batch committed");
+    (written, skipped)
 }
 
 /// The batch's index calls, one resolution per entry (`None`: given up on).
@@ -217,16 +269,11 @@ async fn resolve<I: Index>(shared: &Shared<I>, prepared: Prepared) -> Option<Res
         let result = match &prepared {
             Prepared::Ready(r) => return Some(r.clone()),
             Prepared::Check(entry, insert) => check(shared, entry, *insert).await,
-            Prepared::Delete(id) => {
-                shared
-                    .index
-                    .delete(id)
-                    .await
-                    .map(|found| Resolution::Deleted {
-                        id: id.clone(),
-                        found,
-                    })
-            }
+            Prepared::Delete(id) => shared.index.delete(id).await.map(|d| Resolution::Deleted {
+                id: id.clone(),
+                found: d.found,
+                receipt: d.receipt,
+            }),
         };
         shared.metrics.index_latency.observe(started.elapsed());
         match result {
@@ -278,6 +325,7 @@ async fn check<I: Index>(
             verdict: o.verdict,
             simhash: entry.fingerprint.simhash,
             replayed: o.replayed,
+            receipt: o.receipt,
         }
     })
 }

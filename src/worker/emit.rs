@@ -4,7 +4,9 @@
 //! another in stream order, each retried until it succeeds and, with
 //! `worker.wait_replicas`, until enough replicas hold it. Entries a call
 //! wrote are counted in the metrics; those another consumer had acked first
-//! are counted as skipped.
+//! are counted as skipped. A call stops at an entry whose index write the
+//! server lacks (its receipt): the calls end there, and the batch decides
+//! that entry and the ones after it again.
 
 use std::time::{Duration, Instant};
 
@@ -21,29 +23,57 @@ use super::stream::RawEntry;
 /// (duplicates) and its rejection code (rejections).
 type Counted = (&'static str, Option<&'static str>, Option<&'static str>);
 
+/// What committing a batch's verdicts did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Emitted {
+    /// Outputs written.
+    pub written: u64,
+    /// Outputs not written: another consumer had acked their entries.
+    pub skipped: u64,
+    /// The first entry (its position among those given) whose index write,
+    /// or an earlier entry's, Redis lacked: it and every entry after it were
+    /// left pending, to be decided again.
+    pub lost_from: Option<usize>,
+}
+
 /// Commit the outputs of `entries` that have a resolution (`None`: given up
-/// on, left pending). Returns (emitted, skipped).
+/// on, left pending).
 pub(super) async fn emit_verdicts<I: Index>(
     shared: &Shared<I>,
     entries: &[RawEntry],
     resolutions: &[Option<Resolution>],
-) -> (u64, u64) {
-    let (emits, counted) = outputs(entries, resolutions);
+) -> Emitted {
+    let (emits, counted, positions) = outputs(entries, resolutions);
     // Commit in chunks, each retried until it succeeds (the script is
     // idempotent), so that Redis is never busy with one of them for long.
     let mut flags = Vec::with_capacity(emits.len());
     for chunk in emits.chunks(ENTRIES_PER_CALL) {
-        flags.extend(ack_and_emit_retrying(shared, chunk).await);
+        let done = ack_and_emit_retrying(shared, chunk).await;
+        let whole = done.len() == chunk.len();
+        flags.extend(done);
+        if !whole {
+            break;
+        }
     }
-    count(shared, &flags, counted)
+    let lost_from = positions.get(flags.len()).copied();
+    let (written, skipped) = count(shared, &flags, counted);
+    Emitted {
+        written,
+        skipped,
+        lost_from,
+    }
 }
 
-/// The output entries of the resolved entries, in stream order, and what
-/// each counts as.
-fn outputs(entries: &[RawEntry], resolutions: &[Option<Resolution>]) -> (Vec<Emit>, Vec<Counted>) {
+/// The output entries of the resolved entries, in stream order, what each
+/// counts as, and the position of its entry.
+fn outputs(
+    entries: &[RawEntry],
+    resolutions: &[Option<Resolution>],
+) -> (Vec<Emit>, Vec<Counted>, Vec<usize>) {
     let mut emits: Vec<Emit> = Vec::with_capacity(entries.len());
     let mut counted: Vec<Counted> = Vec::new();
-    for (entry, r) in entries.iter().zip(resolutions) {
+    let mut positions: Vec<usize> = Vec::new();
+    for (at, (entry, r)) in entries.iter().zip(resolutions).enumerate() {
         if let Some(r) = r {
             emits.push(emit_for(entry, r));
             let code = match r {
@@ -51,9 +81,10 @@ fn outputs(entries: &[RawEntry], resolutions: &[Option<Resolution>]) -> (Vec<Emi
                 _ => None,
             };
             counted.push((r.verdict(), r.signal(), code));
+            positions.push(at);
         }
     }
-    (emits, counted)
+    (emits, counted, positions)
 }
 
 /// Count what the calls wrote (`flags`, per output entry). Returns
@@ -81,7 +112,9 @@ fn count<I: Index>(shared: &Shared<I>, flags: &[bool], counted: Vec<Counted>) ->
 /// meanwhile; any other is logged at each attempt. With
 /// `worker.wait_replicas`, a call that fewer replicas acknowledged in time
 /// is sent again (a no-op for what it already wrote, then `WAIT` once more),
-/// so the entries stay held until the replicas have them.
+/// so the entries stay held until the replicas have them. Returns, per
+/// entry up to where the last attempt stopped (at an entry whose index
+/// write the server lacks), whether an attempt wrote its output.
 async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bool> {
     let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     let mut trouble: Option<Trouble> = None;
@@ -99,6 +132,7 @@ async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> 
                 let wanted = shared.config.wait_replicas;
                 if done.replicated(wanted) {
                     shared.metrics.commit_latency.observe(started.elapsed());
+                    written.truncate(done.written.len());
                     return written;
                 }
                 shared.metrics.replica_waits_timed_out.inc();

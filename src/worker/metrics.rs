@@ -99,6 +99,10 @@ pub struct Metrics {
     /// Commits that fewer than `worker.wait_replicas` replicas acknowledged
     /// within `worker.wait_timeout_ms` (each then sent again).
     pub replica_waits_timed_out: Counter,
+    /// Entries decided again because the server that was to ack them lacked
+    /// the index write of their verdict, or of an earlier entry's of their
+    /// batch (a failover lost it).
+    pub writes_lost: Counter,
     pub pending: Gauge,
     pub lag: Gauge,
     pub in_flight: Gauge,
@@ -128,6 +132,7 @@ impl Default for Metrics {
             reconnects: Counter::default(),
             index_retries: Counter::default(),
             replica_waits_timed_out: Counter::default(),
+            writes_lost: Counter::default(),
             pending: Gauge::default(),
             lag: Gauge::default(),
             in_flight: Gauge::default(),
@@ -224,6 +229,11 @@ impl Metrics {
                 "simdedup_replica_waits_timed_out",
                 "Commits fewer than worker.wait_replicas replicas acknowledged within worker.wait_timeout_ms (each held and sent again)",
                 &self.replica_waits_timed_out,
+            ),
+            (
+                "simdedup_writes_lost",
+                "Entries decided again because Redis lacked an index write of their batch when acking them (a failover lost it)",
+                &self.writes_lost,
             ),
         ] {
             r.register(name, help, c.clone());
@@ -389,6 +399,8 @@ mod tests {
             "simdedup_redis_outages_total",
             "simdedup_redis_reconnects_total",
             "simdedup_index_retries_total",
+            "simdedup_replica_waits_timed_out_total",
+            "simdedup_writes_lost_total",
             "simdedup_pending",
             "simdedup_lag",
             "simdedup_in_flight",

@@ -4,7 +4,7 @@
 
 use crate::article::{Rejection, MAX_ID_BYTES, MAX_TITLE_BYTES};
 use crate::decision::hundredths_text;
-use crate::index::Verdict;
+use crate::index::{Receipt, Verdict};
 use crate::simhash::to_hex;
 
 use super::ack::Emit;
@@ -20,9 +20,16 @@ pub enum Resolution {
         verdict: Verdict,
         simhash: u64,
         replayed: bool,
+        /// Where the index write the verdict rests on can be read back.
+        receipt: Option<Receipt>,
     },
     /// `delete`: whether the id was in the index.
-    Deleted { id: String, found: bool },
+    Deleted {
+        id: String,
+        found: bool,
+        /// Where the delete can be read back (`found` only).
+        receipt: Option<Receipt>,
+    },
     /// Rejected (and dead-lettered).
     Rejected { why: Rejection },
 }
@@ -36,6 +43,16 @@ impl Resolution {
             Resolution::Deleted { found: true, .. } => "deleted",
             Resolution::Deleted { found: false, .. } => "not_found",
             Resolution::Rejected { .. } => "rejected",
+        }
+    }
+
+    /// Where the index write the entry's output rests on can be read back.
+    pub fn receipt(&self) -> Option<&Receipt> {
+        match self {
+            Resolution::Decided { receipt, .. } | Resolution::Deleted { receipt, .. } => {
+                receipt.as_ref()
+            }
+            Resolution::Rejected { .. } => None,
         }
     }
 
@@ -114,6 +131,7 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
             verdict,
             simhash,
             replayed,
+            ..
         } => {
             out.push(("id", id.clone().into_bytes()));
             out.push(("verdict", resolution.verdict().into()));
@@ -167,6 +185,7 @@ pub fn emit_for(entry: &RawEntry, resolution: &Resolution) -> Emit {
         source: entry.id.clone(),
         output: out,
         dead,
+        receipt: resolution.receipt().cloned(),
     }
 }
 
@@ -228,6 +247,7 @@ mod tests {
             verdict,
             simhash: 7,
             replayed: false,
+            receipt: None,
         };
         emit_for(&entry, &resolution).output
     }
@@ -339,6 +359,7 @@ mod tests {
                 },
                 simhash: 7,
                 replayed: false,
+                receipt: None,
             };
             emit_for(&entry, &resolution)
                 .output

@@ -266,9 +266,9 @@ pub async fn delete_forgets_an_article<I: Index>(idx: &I) {
     let sk = sketch(3, 12);
     let a = entry("a", t, fp(S, 1, &sk));
     verdict(idx, &a).await;
-    assert!(idx.delete("a").await.unwrap());
-    assert!(!idx.delete("a").await.unwrap());
-    assert!(!idx.delete("never").await.unwrap());
+    assert!(idx.delete("a").await.unwrap().found);
+    assert!(!idx.delete("a").await.unwrap().found);
+    assert!(!idx.delete("never").await.unwrap().found);
     assert_eq!(idx.get("a").await.unwrap(), None);
     assert_eq!(idx.cluster("a").await.unwrap(), None);
     // No signal finds the deleted article any more.
@@ -364,13 +364,13 @@ pub async fn cluster_lists_root_and_duplicates<I: Index>(idx: &I) {
         })
     );
     assert_eq!(idx.cluster("nope").await.unwrap(), None);
-    assert!(idx.delete("d2").await.unwrap());
+    assert!(idx.delete("d2").await.unwrap().found);
     assert_eq!(
         idx.cluster("r").await.unwrap().unwrap().duplicates,
         vec!["d1"]
     );
     // The root deleted: a duplicate keeps its dup_of, and is all that is known.
-    assert!(idx.delete("r").await.unwrap());
+    assert!(idx.delete("r").await.unwrap().found);
     assert_eq!(
         idx.cluster("d1").await.unwrap(),
         Some(Cluster {
@@ -500,7 +500,7 @@ pub async fn a_story_copied_many_times_costs_each_check_the_same<I: Index>(idx: 
     let cluster = idx.cluster("copy-07").await.unwrap().unwrap();
     assert_eq!(cluster.root, "first");
     assert_eq!(cluster.duplicates.len(), 3 * LISTED_PER_HASH);
-    assert!(idx.delete("first").await.unwrap());
+    assert!(idx.delete("first").await.unwrap().found);
     assert_eq!(
         idx.cluster("copy-07").await.unwrap().unwrap().duplicates,
         ["copy-07"]
@@ -515,7 +515,7 @@ pub async fn a_deleted_root_is_never_named<I: Index>(idx: &I) {
     verdict(idx, &entry("root", t, fp(S, 1, &[]))).await;
     // 3 bits from the root, 3 more from the reworded copy: a chain.
     verdict(idx, &entry("reworded", t + 1, fp(S ^ 0b111, 2, &[]))).await;
-    assert!(idx.delete("root").await.unwrap());
+    assert!(idx.delete("root").await.unwrap().found);
     let far = S ^ 0b111 ^ 0b111_000;
     assert_eq!(
         verdict(idx, &entry("again", t + 2, fp(far, 3, &[]))).await,

@@ -51,6 +51,19 @@ impl Redis {
         ])
     }
 
+    /// Snapshots only when asked for (`SAVE`), and `DEBUG` allowed (to
+    /// populate or reload it).
+    fn start_debuggable() -> Redis {
+        Redis::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "yes",
+        ])
+    }
+
     /// With `persistence`, the arguments every start is given.
     fn start_with(persistence: &[&str]) -> Redis {
         let bin = simdedup::redis_server::find_binary().expect(
@@ -170,9 +183,14 @@ impl Worker {
         env: &[(&str, &str)],
         args: &[&str],
     ) -> Worker {
+        Worker::spawn_at(&redis.url(), ns, name, env, args)
+    }
+
+    /// On Redis URL `url` (a user of its own, say).
+    fn spawn_at(url: &str, ns: &str, name: &str, env: &[(&str, &str)], args: &[&str]) -> Worker {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_simdedup"))
-            .args(["worker", "--redis-url", &redis.url(), "--namespace", ns])
+            .args(["worker", "--redis-url", url, "--namespace", ns])
             .args(["--index", "redis", "--consumer", name])
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .args(args)
@@ -638,15 +656,29 @@ fn redis_out_of_memory_and_lifted() {
 /// had a liveness key): the entry is stranded on it.
 fn strand(conn: &mut redis::Connection, keys: &Keys, ghost: &str, id: &str, text: &str) {
     xadd_article(conn, keys, id, text);
+    deliver(conn, keys, ghost);
+}
+
+/// Deliver the next new entry to `consumer` (`XREADGROUP`).
+fn deliver(conn: &mut redis::Connection, keys: &Keys, consumer: &str) {
     let _: redis::Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(GROUP)
-        .arg(ghost)
+        .arg(consumer)
         .arg("COUNT")
         .arg(1)
         .arg("STREAMS")
         .arg(keys.input_stream())
         .arg(">")
+        .query(conn)
+        .unwrap();
+}
+
+/// Load the data again from the RDB last saved, dropping what came since.
+fn reload_last_save(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("DEBUG")
+        .arg("RELOAD")
+        .arg("NOSAVE")
         .query(conn)
         .unwrap();
 }
@@ -887,14 +919,7 @@ fn redis_busy_with_a_script_holds_the_entries() {
 /// and retries until the data is there; nothing is delivered twice.
 #[test]
 fn redis_loading_its_data_holds_the_entries() {
-    let mut redis = Redis::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--enable-debug-command",
-        "yes",
-    ]);
+    let mut redis = Redis::start_debuggable();
     let keys = Keys::new("loading");
     let mut conn = redis.connection();
     // 20,000 keys at 250 µs each (key-load-delay): 5 s of loading.
@@ -960,4 +985,93 @@ fn redis_readonly_and_masterdown_hold_the_entries() {
     wait_unready_holding(&w, "MASTERDOWN");
     replicaof(&mut conn, "NO", "ONE");
     assert_held_through(&mut conn, &keys, total, &w, &["READONLY", "MASTERDOWN"]);
+}
+
+/// A verdict is written only where the index write it rests on is. Redis
+/// answers a write before its replicas have it, so a failover can lose an
+/// index write whose entry is still pending on the new primary; answered
+/// there with the verdict of the lost write, the entry would leave the index
+/// without its article, and a later copy would be kept as well.
+///
+/// Here the worker's user may not `XACK` at first, so the worker stores the
+/// article and then retries its ack; Redis meanwhile reloads an RDB saved
+/// with the entry delivered and nothing stored (as a replica promoted before
+/// the write reached it), then lets the user `XACK`. The ack finds the
+/// write missing, the worker decides the entry again, and the copy that
+/// follows is its duplicate. Without the check in `lua/ack_and_emit.lua`
+/// this test fails: both are kept.
+#[test]
+fn a_verdict_whose_index_write_was_lost_is_decided_again() {
+    let redis = Redis::start_debuggable();
+    let keys = Keys::new("lost");
+    let mut conn = redis.connection();
+    let acl = |conn: &mut redis::Connection, rule: &str| {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg("w")
+            .arg(rule)
+            .query(conn)
+            .unwrap();
+    };
+    for rule in ["on", ">SECRET", "~*", "+@all", "-xack"] {
+        acl(&mut conn, rule);
+    }
+    create_group(&mut conn, &keys);
+    strand(&mut conn, &keys, "w", "original", &article_text(1, 0));
+    let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+
+    let url = redis.url().replacen("redis://", "redis://w:SECRET@", 1);
+    let env = [("SIMDEDUP_WORKER__BACKOFF_MAX_MS", "200")];
+    let w = Worker::spawn_at(&url, "lost", "w", &env, &[]);
+    let stored = |conn: &mut redis::Connection| {
+        redis::cmd("KEYS")
+            .arg(format!("{}a:*", keys.prefix()))
+            .query::<Vec<String>>(conn)
+            .unwrap()
+            .len()
+    };
+    wait_until("the worker stored the article", LIMIT, || {
+        stored(&mut conn) > 0
+    });
+    assert_eq!(
+        outputs(&mut conn, &keys),
+        0,
+        "not acked: its user may not XACK"
+    );
+    reload_last_save(&mut conn);
+    assert_eq!(stored(&mut conn), 0, "the write is lost");
+    assert_eq!(consumer_pending(&mut conn, &keys, "w"), 1);
+    acl(&mut conn, "+xack");
+    answered(&mut conn, &keys, 1);
+
+    xadd_article(&mut conn, &keys, "copy", &article_text(1, 1));
+    let out = answered(&mut conn, &keys, 2);
+    assert_eq!(out["original"]["verdict"], "unique");
+    assert_eq!(out["copy"]["verdict"], "duplicate", "{:?}", out["copy"]);
+    assert_eq!(out["copy"]["dup_of"], "original");
+    assert!(w.metric("simdedup_writes_lost_total") >= 1);
+    drop(w);
+
+    // The same for a delete: the lost one is done again.
+    acl(&mut conn, "-xack");
+    xadd(&mut conn, &keys, &[("id", b"original"), ("op", b"delete")]);
+    deliver(&mut conn, &keys, "w");
+    let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+    let w = Worker::spawn_at(&url, "lost", "w", &env, &[]);
+    let log = format!("{}deleted", keys.prefix());
+    wait_until("the worker deleted the article", LIMIT, || {
+        xlen(&mut conn, &log) > 0
+    });
+    reload_last_save(&mut conn);
+    assert_eq!(xlen(&mut conn, &log), 0, "the delete is lost");
+    acl(&mut conn, "+xack");
+    wait_until("the delete answered", LIMIT, || {
+        outputs(&mut conn, &keys) >= 3 && pending(&mut conn, &keys, GROUP) == 0
+    });
+    let out = read_stream(&mut conn, &keys.output_stream());
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert_eq!(out[2].1["op"], "delete");
+    assert_eq!(out[2].1["verdict"], "deleted", "{:?}", out[2].1);
+    assert_eq!(xlen(&mut conn, &log), 1, "deleted again");
+    assert!(w.metric("simdedup_writes_lost_total") >= 1);
 }

@@ -9,9 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use conformance::{config, entry, flip, fp, sketch, S};
-use simdedup::index::{
-    Index, IndexEntry, IndexError, Outcome, RedisIndex, RedisIndexOptions, Verdict,
-};
+use simdedup::index::{Index, IndexEntry, IndexError, RedisIndex, RedisIndexOptions, Verdict};
 use support::{RedisCluster, RedisServer};
 
 async fn connect(url: &str, ns: &str) -> RedisIndex {
@@ -95,7 +93,7 @@ async fn every_key_carries_a_ttl_within_window_plus_bucket() {
             idx.check_and_insert(&e).await.unwrap();
         }
     }
-    assert!(idx.delete("g3-0").await.unwrap());
+    assert!(idx.delete("g3-0").await.unwrap().found);
     let mut conn = server.connection();
     assert_card_keys_expire(&mut conn, "ttl", idx.bucket_ms());
 }
@@ -144,7 +142,7 @@ async fn a_roots_links_outgrow_its_field_into_a_string_appended_to() {
         .unwrap();
     let limit = (idx.bucket_ms() + conformance::WINDOW) / 1000;
     assert!(ttl > 0 && ttl <= limit, "TTL {ttl}");
-    assert!(idx.delete("root").await.unwrap());
+    assert!(idx.delete("root").await.unwrap().found);
     let exists: bool = redis::cmd("EXISTS")
         .arg(k.more_links(&label, h))
         .query(&mut c)
@@ -356,7 +354,7 @@ async fn what_was_inserted_since_is_read_whole_and_deletes_are_skipped() {
             Verdict::UNIQUE
         );
         if deleted {
-            assert!(other.delete(&a.id).await.unwrap());
+            assert!(other.delete(&a.id).await.unwrap().found);
         }
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
@@ -419,13 +417,47 @@ async fn a_bucket_past_its_retention_does_not_hold_up_the_next() {
         fresh.check_and_insert(&later).await.unwrap().verdict,
         Verdict::UNIQUE
     );
+    let replay = idx.check_and_insert(&later).await.unwrap();
     assert_eq!(
-        idx.check_and_insert(&later).await.unwrap(),
-        Outcome {
-            verdict: Verdict::UNIQUE,
-            replayed: true,
-            examined: 0,
-        }
+        (replay.verdict, replay.replayed, replay.examined),
+        (Verdict::UNIQUE, true, 0)
+    );
+}
+
+/// A check's receipt names where its write can be read back: the `a:`
+/// element it stored, which a replay of the same id names too; a delete
+/// empties it. (The ack of a worker's entry holds only where it reads so.)
+#[tokio::test]
+async fn a_receipt_names_the_element_a_check_stored() {
+    let server = RedisServer::start();
+    let idx = connect(&server.url(), "receipt").await;
+    let mut conn = server.connection();
+    let element = |conn: &mut redis::Connection, key: &str, index: u64| -> Option<Vec<u8>> {
+        redis::cmd("LINDEX")
+            .arg(key)
+            .arg(index)
+            .query(conn)
+            .unwrap()
+    };
+    let e = entry("a", now_ms(), fp(0x1111_2222_3333_4444, 1, &sketch(1, 12)));
+    let first = idx.check_and_insert(&e).await.unwrap();
+    let receipt = first.receipt.expect("a stored article has a receipt");
+    assert!(receipt.key.starts_with(idx.keys().prefix()));
+    assert_eq!(
+        element(&mut conn, &receipt.key, receipt.index),
+        Some(receipt.element.clone())
+    );
+    let replay = idx.check_and_insert(&e).await.unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.receipt.as_ref(), Some(&receipt));
+    assert!(
+        idx.query(&e).await.unwrap().receipt.is_none(),
+        "a query stores nothing"
+    );
+    assert!(idx.delete("a").await.unwrap().found);
+    assert_eq!(
+        element(&mut conn, &receipt.key, receipt.index),
+        Some(Vec::new())
     );
 }
 
@@ -756,8 +788,8 @@ async fn views_follow_each_other() {
     assert_eq!(b.view_articles(), 2);
     // Deleted through a: b forgets it, so a third copy is kept, not linked to
     // a deleted article (the second copy is its only near neighbour: distance 2).
-    assert!(a.delete("orig").await.unwrap());
-    assert!(a.delete("copy").await.unwrap());
+    assert!(a.delete("orig").await.unwrap().found);
+    assert!(a.delete("copy").await.unwrap().found);
     // Another process' deletions reach b's checks once b's view is older than
     // CATCH_UP_EVERY (5 ms): a check then catches the view up before deciding.
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -916,7 +948,7 @@ async fn an_own_delete_is_seen_at_once_while_a_catch_up_is_under_way() {
             idx.check_and_insert(&gone).await.unwrap().verdict,
             Verdict::UNIQUE
         );
-        assert!(idx.delete(&gone.id).await.unwrap());
+        assert!(idx.delete(&gone.id).await.unwrap().found);
         let copy = entry(&format!("copy-{round}"), t, fp(s ^ 1, 2 << 40 | round, &[]));
         let verdict = idx.check_and_insert(&copy).await.unwrap().verdict;
         if verdict.is_duplicate() {
@@ -1133,7 +1165,7 @@ async fn racing_copies_of_a_known_simhash_keep_one() {
         let simhash = S.rotate_left(round as u32 * 7);
         let gone = entry(&format!("gone-{round}"), t, fp(simhash, 1_000 + round, &[]));
         indexes[0].check_and_insert(&gone).await.unwrap();
-        assert!(indexes[0].delete(&gone.id).await.unwrap());
+        assert!(indexes[0].delete(&gone.id).await.unwrap().found);
         let tasks: Vec<_> = (0..8u64)
             .map(|k| {
                 let idx = indexes[k as usize % 4].clone();
@@ -1409,7 +1441,7 @@ async fn exercise_the_index(idx: &RedisIndex) {
     assert!(idx.query(&entry("q", t, fp(S, 9, &[]))).await.is_ok());
     assert!(idx.get("a").await.unwrap().is_some());
     assert_eq!(idx.cluster("b").await.unwrap().unwrap().duplicates.len(), 8);
-    assert!(idx.delete("a").await.unwrap());
+    assert!(idx.delete("a").await.unwrap().found);
 }
 
 /// The namespace `ns` holds exactly the card's key families, and every key

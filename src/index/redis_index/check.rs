@@ -83,6 +83,7 @@ impl RedisIndex {
                     verdict: stored.verdict,
                     replayed: true,
                     examined: 0,
+                    receipt: None,
                 });
             }
         }
@@ -119,6 +120,7 @@ impl RedisIndex {
                     verdict,
                     replayed: false,
                     examined,
+                    receipt: None,
                 });
             }
             let text = place.meta(entry, &verdict);
@@ -138,10 +140,12 @@ impl RedisIndex {
                             id: entry.id.clone(),
                             source,
                         })?;
+                    let receipt = Some(self.receipt(&place.label, handle, args.article()));
                     return Ok(Outcome {
                         verdict,
                         replayed: false,
                         examined,
+                        receipt,
                     });
                 }
                 Committed::Expired => {
@@ -149,6 +153,7 @@ impl RedisIndex {
                         verdict,
                         replayed: false,
                         examined,
+                        receipt: None,
                     })
                 }
                 Committed::Replay => {
@@ -158,6 +163,11 @@ impl RedisIndex {
                             verdict: stored.verdict,
                             replayed: true,
                             examined: 0,
+                            receipt: Some(self.receipt(
+                                &stored.label,
+                                stored.handle,
+                                stored.record,
+                            )),
                         });
                     }
                 }

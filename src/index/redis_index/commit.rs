@@ -81,6 +81,11 @@ pub(super) fn flags(set: impl IntoIterator<Item = bool>) -> String {
 }
 
 impl CommitArgs<'_> {
+    /// The article's `a:` element: its packed fingerprint and meta.
+    pub fn article(&self) -> Vec<u8> {
+        encode_article(&encode_fingerprint(self.fingerprint), self.meta)
+    }
+
     /// The script's ARGV, in its order (`lua/commit.lua` names them).
     pub fn argv(&self) -> Vec<Vec<u8>> {
         let fp = self.fingerprint;
@@ -102,7 +107,7 @@ impl CommitArgs<'_> {
             text(&self.retention_ms.to_string()),
             text(&expire_at.to_string()),
             text(&format!("{:016x}", fp.simhash)),
-            encode_article(&encode_fingerprint(fp), self.meta),
+            self.article(),
             text(if keys.is_some() { "1" } else { "0" }),
             text(root),
             text(&root_hash),
