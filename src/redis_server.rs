@@ -281,15 +281,18 @@ mod tests {
         assert!(!impostor.wait_ready(Duration::from_millis(500)));
     }
 
-    /// A picked port is bindable and outside the range the kernel takes
-    /// outgoing connections' ports from.
+    /// A picked port is outside the range the kernel takes outgoing
+    /// connections' ports from, and bindable (but for the rare one the
+    /// servers of tests running beside this one pick at the same moment).
     #[test]
     fn free_ports_are_below_the_ephemeral_range() {
+        let mut taken = 0;
         for _ in 0..100 {
             let port = free_port().unwrap();
             assert!((PICK_FROM..ephemeral_low()).contains(&port), "{port}");
-            TcpListener::bind(("127.0.0.1", port)).unwrap();
+            taken += usize::from(TcpListener::bind(("127.0.0.1", port)).is_err());
         }
+        assert!(taken <= 5, "{taken} of 100 picked ports could not be bound");
     }
 
     #[test]
