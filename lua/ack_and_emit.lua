@@ -16,8 +16,8 @@
 --   n_dead dead-letter args (n_dead = 0: no dead letter)
 -- Returns one integer per entry: 1 = acked and emitted here, 0 = it was no
 -- longer pending (another consumer, or an earlier attempt of this commit, already
--- acked it), so nothing was written; fewer than N where an entry's receipt
--- does not hold here (below): that entry and those after it are left pending.
+-- acked it), so nothing was written, 2 = its receipt does not hold here
+-- (below): left pending, nothing written, to be decided again.
 
 local group = ARGV[1]
 local out_maxlen = tonumber(ARGV[2])
@@ -51,20 +51,23 @@ for e = 1, n do
   -- The index write this entry's verdict rests on must be here: the list
   -- element it stored holds that article, or is empty (deleted since). A
   -- server without it (a replica promoted before the write reached it) would
-  -- answer with a verdict its index does not hold; the worker decides this
-  -- entry, and the ones after it, again instead, unless another consumer
-  -- has acked it meanwhile (then the XACK below writes nothing).
+  -- answer with a verdict its index does not hold; the worker decides the
+  -- entry again instead, unless it is no longer pending (acked by another
+  -- consumer: the XACK below writes nothing; no group: XPENDING fails).
+  local lost = false
   if receipt_key ~= '' then
     local element = redis.call('LINDEX', receipt_key, receipt_index)
-    if element ~= receipt_element and element ~= ''
-      and #redis.call('XPENDING', KEYS[1], group, id, id, 1) > 0 then
-      return results
+    if element ~= receipt_element and element ~= '' then
+      local pending = redis.pcall('XPENDING', KEYS[1], group, id, id, 1)
+      lost = not pending.err and #pending > 0
     end
   end
 
+  if lost then
+    results[e] = 2
   -- The guard: XACK returns 1 only for the call that removes the entry from the
   -- group's pending list, which happens once per entry for the group's lifetime.
-  if redis.call('XACK', KEYS[1], group, id) == 1 then
+  elseif redis.call('XACK', KEYS[1], group, id) == 1 then
     xadd(KEYS[2], out_maxlen, out_first, n_out)
     if n_dead > 0 then
       xadd(KEYS[3], dead_maxlen, dead_first, n_dead)

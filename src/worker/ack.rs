@@ -2,8 +2,8 @@
 //! input entries and, for each entry actually acked, writes the output entry
 //! (and the dead letter), at most [`ENTRIES_PER_CALL`] entries per call. It
 //! acks an entry only where the index write its verdict rests on can be read
-//! back ([`Emit::receipt`]): a call stops at the first entry whose write the
-//! server lacks (lost in a failover), leaving it and the rest pending.
+//! back ([`Emit::receipt`]): one whose write the server lacks (lost in a
+//! failover) is left pending, to be decided again.
 //!
 //! This is where "exactly one output entry per input entry" is enforced; the
 //! argument is written out in `docs/protocol.md`. The script is idempotent: a
@@ -58,14 +58,24 @@ pub struct AckOptions {
     pub wait_timeout_ms: u64,
 }
 
+/// What one ack-and-emit call did with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// Acked, its output written.
+    Written,
+    /// Acked before (by another consumer, or an earlier attempt of the
+    /// call): nothing written.
+    Skipped,
+    /// The server lacks the index write of its verdict (its
+    /// [`Emit::receipt`]): left pending, nothing written.
+    Lost,
+}
+
 /// What one ack-and-emit call did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acked {
-    /// Per entry, whether this call wrote its output (`false`: it had been
-    /// acked before); fewer than the call's entries when the server lacks
-    /// the index write of the next one (its [`Emit::receipt`]): that entry and
-    /// the ones after it were left pending, to be decided again.
-    pub written: Vec<bool>,
+    /// Per entry.
+    pub entries: Vec<Ack>,
     /// Replicas that acknowledged the call within `wait_timeout_ms`, when
     /// `wait_replicas` asked for some.
     pub replicas: Option<u32>,
@@ -116,7 +126,7 @@ impl AckScript {
     ) -> RedisResult<Acked> {
         if batch.is_empty() {
             return Ok(Acked {
-                written: Vec::new(),
+                entries: Vec::new(),
                 replicas: None,
             });
         }
@@ -173,9 +183,135 @@ impl AckScript {
             Some(v) => Some(redis::from_redis_value::<u32>(v)?),
             None => None,
         };
-        Ok(Acked {
-            written: flags.into_iter().map(|f| f == 1).collect(),
-            replicas,
-        })
+        let entries = flags
+            .into_iter()
+            .map(|f| match f {
+                1 => Ack::Written,
+                2 => Ack::Lost,
+                _ => Ack::Skipped,
+            })
+            .collect();
+        Ok(Acked { entries, replicas })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis_server::RedisServer;
+
+    /// The script on a real server: an entry whose receipt holds (its
+    /// element, or an emptied one) is acked and answered; one whose receipt
+    /// does not is left pending, and the entries after it go on; one no
+    /// longer pending, or without its group, is skipped whatever its receipt.
+    #[tokio::test]
+    async fn an_entry_is_acked_only_where_its_receipt_holds() {
+        let server = RedisServer::start().expect("these tests start their own redis-server");
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let keys = Keys::new("ack");
+        let stream = keys.input_stream();
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            let id: String = redis::cmd("XADD")
+                .arg(&stream)
+                .arg("*")
+                .arg("id")
+                .arg("x")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            ids.push(id);
+        }
+        let list = format!("{}a:test", keys.prefix());
+        let _: () = redis::pipe()
+            .cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&stream)
+            .arg("g")
+            .arg("0")
+            .ignore()
+            .cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("c")
+            .arg("STREAMS")
+            .arg(&stream)
+            .arg(">")
+            .ignore()
+            .cmd("RPUSH")
+            .arg(&list)
+            .arg("a")
+            .arg("")
+            .arg("b")
+            .ignore()
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let emit = |i: usize, receipt: Option<(u64, &str)>| Emit {
+            source: ids[i].clone(),
+            output: vec![("n", i.to_string().into_bytes())],
+            dead: None,
+            receipt: receipt.map(|(index, element)| Receipt {
+                key: list.clone(),
+                index,
+                element: element.into(),
+            }),
+        };
+        let script = AckScript::new(
+            &keys,
+            AckOptions {
+                group: "g".into(),
+                output_maxlen: 0,
+                dead_maxlen: 0,
+                delete_processed: false,
+                wait_replicas: 0,
+                wait_timeout_ms: 0,
+            },
+        );
+        let batch = [
+            emit(0, Some((0, "a"))),
+            emit(1, Some((1, "deleted since"))),
+            emit(2, Some((2, "lost"))),
+            emit(3, None),
+        ];
+        let acked = script.ack_and_emit(&mut conn, &batch).await.unwrap();
+        use Ack::*;
+        assert_eq!(acked.entries, [Written, Written, Lost, Written]);
+        let pending: Vec<redis::Value> = redis::cmd("XPENDING")
+            .arg(&stream)
+            .arg("g")
+            .arg("-")
+            .arg("+")
+            .arg(10)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(pending.len(), 1, "the lost entry stays pending");
+
+        // Acked by another consumer meanwhile: skipped, not lost.
+        let _: () = redis::cmd("XACK")
+            .arg(&stream)
+            .arg("g")
+            .arg(&ids[2])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let again = script.ack_and_emit(&mut conn, &batch[2..3]).await.unwrap();
+        assert_eq!(again.entries, [Skipped]);
+        // No group (a flush, a restart without the data): skipped too.
+        let _: () = redis::cmd("DEL")
+            .arg(&stream)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let gone = script.ack_and_emit(&mut conn, &batch[2..3]).await.unwrap();
+        assert_eq!(gone.entries, [Skipped]);
+        let out: usize = redis::cmd("XLEN")
+            .arg(keys.output_stream())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(out, 3);
     }
 }

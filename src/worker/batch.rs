@@ -99,49 +99,47 @@ async fn prepare_all<I: Index + 'static>(
 /// before it gives up on them (they stay pending, and come back).
 const MAX_REDECISIONS: u32 = 3;
 
-/// Decide the batch and commit its verdicts. Where Redis, when acking,
-/// lacks the index write of an entry's verdict (a failover promoted a
-/// replica the write had not reached), that entry and the ones after it are
-/// decided again, one after another, and committed.
+/// Decide the batch and commit its verdicts. Entries whose index write
+/// Redis lacks when acking them (a failover promoted a replica the write had
+/// not reached) are decided again, one after another, and committed.
 async fn finish_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: &[RawEntry],
     prepared: Vec<Prepared>,
     turn: Turn,
 ) -> (u64, u64) {
-    let mut resolutions = decide(shared, prepared, turn).await;
-    let (mut written, mut skipped, mut from) = (0, 0, 0);
-    for round in 0.. {
-        let done = emit_verdicts(shared, &entries[from..], &resolutions[from..]).await;
-        written += done.written;
-        skipped += done.skipped;
-        let Some(lost) = done.lost_from else { break };
-        from += lost;
-        let again = &entries[from..];
-        shared.metrics.writes_lost.inc_by(again.len() as u64);
-        if round == MAX_REDECISIONS {
+    let resolutions = decide(shared, prepared, turn).await;
+    let done = emit_verdicts(shared, entries, &resolutions).await;
+    let (mut written, mut skipped) = (done.written, done.skipped);
+    let mut lost: Vec<RawEntry> = done.lost.iter().map(|&i| entries[i].clone()).collect();
+    for round in 1.. {
+        let Some(first) = lost.first() else { break };
+        if round > MAX_REDECISIONS {
             tracing::error!(
-                entry = %again[0].id,
-                entries = again.len(),
-                "Redis still lacks the index write of an entry decided again; left pending"
+                entry = %first.id,
+                entries = lost.len(),
+                "Redis still lacks the index write of entries decided again; left pending"
             );
             break;
         }
         tracing::warn!(
-            entry = %again[0].id,
-            entries = again.len(),
-            "Redis lacks the index write of an entry's verdict (lost in a failover?): \
-             deciding it and the entries after it again"
+            entry = %first.id,
+            entries = lost.len(),
+            "Redis lacks the index write of entries' verdicts (lost in a failover, or \
+             expired since?): deciding them again"
         );
-        let (_, Some(prepared)) = prepare_all(shared, again.to_vec()).await else {
+        let (again, Some(prepared)) = prepare_all(shared, lost).await else {
             break;
         };
+        shared.metrics.writes_lost.inc_by(again.len() as u64);
         let mut redone = Vec::with_capacity(prepared.len());
         for p in prepared {
             redone.push(resolve(shared, p).await);
         }
-        resolutions.truncate(from);
-        resolutions.extend(redone);
+        let done = emit_verdicts(shared, &again, &redone).await;
+        written += done.written;
+        skipped += done.skipped;
+        lost = done.lost.iter().map(|&i| again[i].clone()).collect();
     }
     tracing::debug!(written, skipped, "batch committed");
     (written, skipped)

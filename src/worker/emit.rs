@@ -4,16 +4,15 @@
 //! another in stream order, each retried until it succeeds and, with
 //! `worker.wait_replicas`, until enough replicas hold it. Entries a call
 //! wrote are counted in the metrics; those another consumer had acked first
-//! are counted as skipped. A call stops at an entry whose index write the
-//! server lacks (its receipt): the calls end there, and the batch decides
-//! that entry and the ones after it again.
+//! are counted as skipped; those whose index write the server lacks (their
+//! receipt) are left pending, and the batch decides them again.
 
 use std::time::{Duration, Instant};
 
 use crate::index::Index;
 use crate::transient::{self, Backoff};
 
-use super::ack::{Emit, ENTRIES_PER_CALL};
+use super::ack::{Ack, Emit, ENTRIES_PER_CALL};
 use super::health::Trouble;
 use super::output::{emit_for, Resolution};
 use super::shared::Shared;
@@ -24,16 +23,15 @@ use super::stream::RawEntry;
 type Counted = (&'static str, Option<&'static str>, Option<&'static str>);
 
 /// What committing a batch's verdicts did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct Emitted {
     /// Outputs written.
     pub written: u64,
     /// Outputs not written: another consumer had acked their entries.
     pub skipped: u64,
-    /// The first entry (its position among those given) whose index write,
-    /// or an earlier entry's, Redis lacked: it and every entry after it were
-    /// left pending, to be decided again.
-    pub lost_from: Option<usize>,
+    /// The entries (positions among those given) whose index write Redis
+    /// lacked: left pending, to be decided again.
+    pub lost: Vec<usize>,
 }
 
 /// Commit the outputs of `entries` that have a resolution (`None`: given up
@@ -46,21 +44,21 @@ pub(super) async fn emit_verdicts<I: Index>(
     let (emits, counted, positions) = outputs(entries, resolutions);
     // Commit in chunks, each retried until it succeeds (the script is
     // idempotent), so that Redis is never busy with one of them for long.
-    let mut flags = Vec::with_capacity(emits.len());
+    let mut acks = Vec::with_capacity(emits.len());
     for chunk in emits.chunks(ENTRIES_PER_CALL) {
-        let done = ack_and_emit_retrying(shared, chunk).await;
-        let whole = done.len() == chunk.len();
-        flags.extend(done);
-        if !whole {
-            break;
-        }
+        acks.extend(ack_and_emit_retrying(shared, chunk).await);
     }
-    let lost_from = positions.get(flags.len()).copied();
-    let (written, skipped) = count(shared, &flags, counted);
+    let lost = positions
+        .iter()
+        .zip(&acks)
+        .filter(|(_, a)| **a == Ack::Lost)
+        .map(|(at, _)| *at)
+        .collect();
+    let (written, skipped) = count(shared, &acks, counted);
     Emitted {
         written,
         skipped,
-        lost_from,
+        lost,
     }
 }
 
@@ -87,21 +85,25 @@ fn outputs(
     (emits, counted, positions)
 }
 
-/// Count what the calls wrote (`flags`, per output entry). Returns
-/// (emitted, skipped).
-fn count<I: Index>(shared: &Shared<I>, flags: &[bool], counted: Vec<Counted>) -> (u64, u64) {
+/// Count what the calls did (`acks`, per output entry). Returns (emitted,
+/// skipped).
+fn count<I: Index>(shared: &Shared<I>, acks: &[Ack], counted: Vec<Counted>) -> (u64, u64) {
     let (mut emitted, mut skipped) = (0, 0);
-    for (written, (verdict, signal, code)) in flags.iter().zip(counted) {
-        if *written {
-            emitted += 1;
-            shared.metrics.article(verdict, signal);
-            if let Some(code) = code {
-                shared.metrics.rejected(code);
-                shared.metrics.dead_letters.inc();
+    for (ack, (verdict, signal, code)) in acks.iter().zip(counted) {
+        match ack {
+            Ack::Written => {
+                emitted += 1;
+                shared.metrics.article(verdict, signal);
+                if let Some(code) = code {
+                    shared.metrics.rejected(code);
+                    shared.metrics.dead_letters.inc();
+                }
             }
-        } else {
-            skipped += 1;
-            shared.metrics.commit_skipped.inc();
+            Ack::Skipped => {
+                skipped += 1;
+                shared.metrics.commit_skipped.inc();
+            }
+            Ack::Lost => {}
         }
     }
     (emitted, skipped)
@@ -112,28 +114,29 @@ fn count<I: Index>(shared: &Shared<I>, flags: &[bool], counted: Vec<Counted>) ->
 /// meanwhile; any other is logged at each attempt. With
 /// `worker.wait_replicas`, a call that fewer replicas acknowledged in time
 /// is sent again (a no-op for what it already wrote, then `WAIT` once more),
-/// so the entries stay held until the replicas have them. Returns, per
-/// entry up to where the last attempt stopped (at an entry whose index
-/// write the server lacks), whether an attempt wrote its output.
-async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<bool> {
+/// so the entries stay held until the replicas have them. Returns what
+/// became of each entry: written by an attempt, else what the last one did.
+async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<Ack> {
     let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     let mut trouble: Option<Trouble> = None;
-    // Entries written by an earlier attempt whose replicas were too few.
-    let mut written = vec![false; chunk.len()];
+    // What became of each entry; written by an earlier attempt whose
+    // replicas were too few, it stays written.
+    let mut acks = vec![Ack::Skipped; chunk.len()];
     loop {
         let started = Instant::now();
         let seen = shared.health.recoveries();
         let mut conn = shared.conn.clone();
         match shared.ack_script.ack_and_emit(&mut conn, chunk).await {
             Ok(done) => {
-                for (w, now) in written.iter_mut().zip(&done.written) {
-                    *w |= *now;
+                for (ack, now) in acks.iter_mut().zip(&done.entries) {
+                    if *ack != Ack::Written {
+                        *ack = *now;
+                    }
                 }
                 let wanted = shared.config.wait_replicas;
                 if done.replicated(wanted) {
                     shared.metrics.commit_latency.observe(started.elapsed());
-                    written.truncate(done.written.len());
-                    return written;
+                    return acks;
                 }
                 shared.metrics.replica_waits_timed_out.inc();
                 if trouble.is_none() {

@@ -100,8 +100,7 @@ pub struct Metrics {
     /// within `worker.wait_timeout_ms` (each then sent again).
     pub replica_waits_timed_out: Counter,
     /// Entries decided again because the server that was to ack them lacked
-    /// the index write of their verdict, or of an earlier entry's of their
-    /// batch (a failover lost it).
+    /// the index write of their verdict (a failover lost it).
     pub writes_lost: Counter,
     pub pending: Gauge,
     pub lag: Gauge,
@@ -232,7 +231,7 @@ impl Metrics {
             ),
             (
                 "simdedup_writes_lost",
-                "Entries decided again because Redis lacked an index write of their batch when acking them (a failover lost it)",
+                "Entries decided again because Redis lacked the index write of their verdict when acking them (a failover lost it)",
                 &self.writes_lost,
             ),
         ] {
