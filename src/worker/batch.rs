@@ -96,12 +96,16 @@ async fn prepare_all<I: Index + 'static>(
 }
 
 /// Times a batch decides again the entries whose index writes Redis lost
-/// before it gives up on them (they stay pending, and come back).
-const MAX_REDECISIONS: u32 = 3;
+/// before it gives up on them (they stay pending, and come back): with the
+/// backoff between rounds, several seconds, longer than a failover's
+/// switch.
+const MAX_REDECISIONS: u32 = 10;
 
 /// Decide the batch and commit its verdicts. Entries whose index write
 /// Redis lacks when acking them (a failover promoted a replica the write had
-/// not reached) are decided again, one after another, and committed.
+/// not reached) are decided again, one after another, and committed; after
+/// a backoff, for while a failover is under way the index call may still
+/// reach the old primary and the ack the new one.
 async fn finish_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: &[RawEntry],
@@ -112,6 +116,7 @@ async fn finish_batch<I: Index + 'static>(
     let done = emit_verdicts(shared, entries, &resolutions).await;
     let (mut written, mut skipped) = (done.written, done.skipped);
     let mut lost: Vec<RawEntry> = done.lost.iter().map(|&i| entries[i].clone()).collect();
+    let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     for round in 1.. {
         let Some(first) = lost.first() else { break };
         if round > MAX_REDECISIONS {
@@ -128,6 +133,8 @@ async fn finish_batch<I: Index + 'static>(
             "Redis lacks the index write of entries' verdicts (lost in a failover, or \
              expired since?): deciding them again"
         );
+        let seen = shared.health.recoveries();
+        shared.health.pause(seen, backoff.next_delay()).await;
         let (again, Some(prepared)) = prepare_all(shared, lost).await else {
             break;
         };
