@@ -270,10 +270,10 @@ mod tests {
             },
         );
         let batch = [
-            emit(0, Some((0, "a"))),
+            emit(0, None),
             emit(1, Some((1, "deleted since"))),
             emit(2, Some((2, "lost"))),
-            emit(3, None),
+            emit(3, Some((0, "a"))),
         ];
         let acked = script.ack_and_emit(&mut conn, &batch).await.unwrap();
         use Ack::*;

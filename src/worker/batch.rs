@@ -62,27 +62,32 @@ async fn run_batch<I: Index + 'static>(
     entries: Vec<RawEntry>,
     turn: Turn,
 ) -> (u64, u64) {
-    let (entries, prepared) = prepare_all(shared, entries).await;
+    let now = now_ms();
+    let (entries, prepared) = prepare_all(shared, entries, now).await;
     let result = match prepared {
-        Some(p) => finish_batch(shared, &entries, p, turn).await,
+        Some(p) => finish_batch(shared, &entries, p, turn, now).await,
         None => (0, 0),
     };
     shared.release(entries.iter());
     result
 }
 
-/// Prepare `entries` on the fingerprinting threads: CPU work off the async
-/// threads, spread over the cores at a lower priority (`fingerprint_pool`).
-/// `None` if that panicked (the entries stay pending).
+/// [`prepare`] `entries` on the fingerprinting threads: CPU work off the
+/// async threads, spread over the cores at a lower priority
+/// (`fingerprint_pool`). `None` if that panicked (the entries stay pending).
 async fn prepare_all<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: Vec<RawEntry>,
+    now: i64,
 ) -> (Vec<RawEntry>, Option<Vec<Prepared>>) {
     let entries = Arc::new(entries);
     let (s, e) = (shared.clone(), entries.clone());
     let prepared = tokio::task::spawn_blocking(move || {
-        s.fingerprint_pool
-            .install(|| e.par_iter().map(|x| prepare(&s, x)).collect::<Vec<_>>())
+        s.fingerprint_pool.install(|| {
+            e.par_iter()
+                .map(|x| prepare(&s, x, now))
+                .collect::<Vec<_>>()
+        })
     })
     .await;
     let entries = Arc::try_unwrap(entries).unwrap_or_else(|a| (*a).clone());
@@ -96,21 +101,25 @@ async fn prepare_all<I: Index + 'static>(
 }
 
 /// Times a batch decides again the entries whose index writes Redis lost
-/// before it gives up on them (they stay pending, and come back): with the
-/// backoff between rounds, several seconds, longer than a failover's
-/// switch.
+/// before it gives up on them (they stay pending, and come back). With the
+/// backoff before each round (from 25 ms, doubling, up to
+/// `worker.backoff_max_ms`, jittered; sooner when a failing call of the
+/// worker recovers), about 10 to 20 s at the defaults.
 const MAX_REDECISIONS: u32 = 10;
 
 /// Decide the batch and commit its verdicts. Entries whose index write
 /// Redis lacks when acking them (a failover promoted a replica the write had
-/// not reached) are decided again, one after another, and committed; after
-/// a backoff, for while a failover is under way the index call may still
-/// reach the old primary and the ack the new one.
+/// not reached) are decided again, one after another, and committed, after
+/// a backoff: while a failover is under way the index call may still reach
+/// the old primary, and the ack the new one. They are judged as first (the
+/// event time against `now`, the batch's clock): an article whose bucket
+/// expired meanwhile is decided and stored nowhere, not rejected.
 async fn finish_batch<I: Index + 'static>(
     shared: &Arc<Shared<I>>,
     entries: &[RawEntry],
     prepared: Vec<Prepared>,
     turn: Turn,
+    now: i64,
 ) -> (u64, u64) {
     let resolutions = decide(shared, prepared, turn).await;
     let done = emit_verdicts(shared, entries, &resolutions).await;
@@ -119,6 +128,7 @@ async fn finish_batch<I: Index + 'static>(
     let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     for round in 1.. {
         let Some(first) = lost.first() else { break };
+        shared.metrics.writes_lost.inc_by(lost.len() as u64);
         if round > MAX_REDECISIONS {
             tracing::error!(
                 entry = %first.id,
@@ -135,10 +145,9 @@ async fn finish_batch<I: Index + 'static>(
         );
         let seen = shared.health.recoveries();
         shared.health.pause(seen, backoff.next_delay()).await;
-        let (again, Some(prepared)) = prepare_all(shared, lost).await else {
+        let (again, Some(prepared)) = prepare_all(shared, lost, now).await else {
             break;
         };
-        shared.metrics.writes_lost.inc_by(again.len() as u64);
         let mut redone = Vec::with_capacity(prepared.len());
         for p in prepared {
             redone.push(resolve(shared, p).await);
@@ -174,7 +183,9 @@ async fn decide<I: Index + 'static>(
     resolutions
 }
 
-fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
+/// Parse, check and fingerprint `entry`; its event time is judged against
+/// `now` (the worker's clock when the batch was read).
+fn prepare(shared: &Shared<impl Index>, entry: &RawEntry, now: i64) -> Prepared {
     let cfg = &shared.config;
     if entry.deliveries > cfg.max_deliveries {
         return Prepared::Ready(Resolution::Rejected {
@@ -195,7 +206,6 @@ fn prepare(shared: &Shared<impl Index>, entry: &RawEntry) -> Prepared {
     };
     // The cheap checks (sizes above, the event time here) come before the
     // fingerprint, the one step whose cost grows with the text.
-    let now = now_ms();
     let ts_ms = article
         .ts_ms
         .unwrap_or_else(|| entry_time(shared, entry, now));

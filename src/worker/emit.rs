@@ -48,12 +48,7 @@ pub(super) async fn emit_verdicts<I: Index>(
     for chunk in emits.chunks(ENTRIES_PER_CALL) {
         acks.extend(ack_and_emit_retrying(shared, chunk).await);
     }
-    let lost = positions
-        .iter()
-        .zip(&acks)
-        .filter(|(_, a)| **a == Ack::Lost)
-        .map(|(at, _)| *at)
-        .collect();
+    let lost = lost_positions(&positions, &acks);
     let (written, skipped) = count(shared, &acks, counted);
     Emitted {
         written,
@@ -83,6 +78,31 @@ fn outputs(
         }
     }
     (emits, counted, positions)
+}
+
+/// The positions (`positions`: of each output entry's input entry) of the
+/// entries the calls left pending for their lost index writes.
+fn lost_positions(positions: &[usize], acks: &[Ack]) -> Vec<usize> {
+    debug_assert_eq!(positions.len(), acks.len());
+    positions
+        .iter()
+        .zip(acks)
+        .filter(|(_, a)| **a == Ack::Lost)
+        .map(|(at, _)| *at)
+        .collect()
+}
+
+/// Fold what one attempt of a call did (`attempt`) into what the earlier
+/// ones did: an entry an attempt wrote stays written (a retry finds it
+/// acked, as `Skipped`), unless this attempt finds its index write lost:
+/// then it reached another server (a failover), which holds neither.
+fn merge(acks: &mut [Ack], attempt: &[Ack]) {
+    debug_assert_eq!(acks.len(), attempt.len());
+    for (ack, now) in acks.iter_mut().zip(attempt) {
+        if *ack != Ack::Written || *now == Ack::Lost {
+            *ack = *now;
+        }
+    }
 }
 
 /// Count what the calls did (`acks`, per output entry). Returns (emitted,
@@ -115,12 +135,10 @@ fn count<I: Index>(shared: &Shared<I>, acks: &[Ack], counted: Vec<Counted>) -> (
 /// `worker.wait_replicas`, a call that fewer replicas acknowledged in time
 /// is sent again (a no-op for what it already wrote, then `WAIT` once more),
 /// so the entries stay held until the replicas have them. Returns what
-/// became of each entry: written by an attempt, else what the last one did.
+/// became of each entry ([`merge`]).
 async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> Vec<Ack> {
     let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     let mut trouble: Option<Trouble> = None;
-    // What became of each entry; written by an earlier attempt whose
-    // replicas were too few, it stays written.
     let mut acks = vec![Ack::Skipped; chunk.len()];
     loop {
         let started = Instant::now();
@@ -128,11 +146,7 @@ async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> 
         let mut conn = shared.conn.clone();
         match shared.ack_script.ack_and_emit(&mut conn, chunk).await {
             Ok(done) => {
-                for (ack, now) in acks.iter_mut().zip(&done.entries) {
-                    if *ack != Ack::Written {
-                        *ack = *now;
-                    }
-                }
+                merge(&mut acks, &done.entries);
                 let wanted = shared.config.wait_replicas;
                 if done.replicated(wanted) {
                     shared.metrics.commit_latency.observe(started.elapsed());
@@ -160,5 +174,33 @@ async fn ack_and_emit_retrying<I: Index>(shared: &Shared<I>, chunk: &[Emit]) -> 
             }
         }
         shared.health.pause(seen, backoff.next_delay()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Ack::*;
+
+    #[test]
+    fn an_entry_written_stays_written_unless_a_retry_finds_its_write_lost() {
+        let mut acks = vec![Skipped; 4];
+        merge(&mut acks, &[Written, Written, Skipped, Lost]);
+        assert_eq!(acks, [Written, Written, Skipped, Lost]);
+        // The retry of a call whose replicas were too few: what it wrote is
+        // acked by then; after a failover, a write may be gone.
+        merge(&mut acks, &[Skipped, Lost, Skipped, Written]);
+        assert_eq!(acks, [Written, Lost, Skipped, Written]);
+    }
+
+    #[test]
+    fn lost_entries_are_named_by_their_input_position() {
+        // Entries 1 and 3 had no resolution (no output entry).
+        let positions = [0, 2, 4, 5];
+        assert_eq!(
+            lost_positions(&positions, &[Written, Lost, Skipped, Lost]),
+            [2, 5]
+        );
+        assert!(lost_positions(&positions, &[Written; 4]).is_empty());
     }
 }

@@ -99,8 +99,9 @@ pub struct Metrics {
     /// Commits that fewer than `worker.wait_replicas` replicas acknowledged
     /// within `worker.wait_timeout_ms` (each then sent again).
     pub replica_waits_timed_out: Counter,
-    /// Entries decided again because the server that was to ack them lacked
-    /// the index write of their verdict (a failover lost it).
+    /// Index writes found lost when acking their entries (a failover lost
+    /// them, or their bucket expired since), each entry then decided again;
+    /// one lost again in a later round counts again.
     pub writes_lost: Counter,
     pub pending: Gauge,
     pub lag: Gauge,
@@ -231,7 +232,7 @@ impl Metrics {
             ),
             (
                 "simdedup_writes_lost",
-                "Entries decided again because Redis lacked the index write of their verdict when acking them (a failover lost it)",
+                "Index writes found lost when acking their entries (a failover lost them, or their bucket expired since); each entry is decided again",
                 &self.writes_lost,
             ),
         ] {
