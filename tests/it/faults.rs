@@ -987,6 +987,25 @@ fn redis_readonly_and_masterdown_hold_the_entries() {
     assert_held_through(&mut conn, &keys, total, &w, &["READONLY", "MASTERDOWN"]);
 }
 
+/// Change the ACL user `w` by `rules` (`ACL SETUSER w RULE…`): the tests
+/// below hold a worker's acks by taking `XACK` from it.
+fn user_w(conn: &mut redis::Connection, rules: &[&str]) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("w")
+        .arg(rules)
+        .query(conn)
+        .unwrap();
+}
+
+/// A worker named `w` on namespace `ns`, logged in as the user `w`
+/// (password `SECRET`), retrying at most every 200 ms.
+fn worker_as_w(redis: &Redis, ns: &str) -> Worker {
+    let url = redis.url().replacen("redis://", "redis://w:SECRET@", 1);
+    let env = [("SIMDEDUP_WORKER__BACKOFF_MAX_MS", "200")];
+    Worker::spawn_at(&url, ns, "w", &env, &[])
+}
+
 /// A verdict is written only where the index write it rests on is. Redis
 /// answers a write before its replicas have it, so a failover can lose an
 /// index write whose entry is still pending on the new primary; answered
@@ -1005,24 +1024,12 @@ fn a_verdict_whose_index_write_was_lost_is_decided_again() {
     let redis = Redis::start_debuggable();
     let keys = Keys::new("lost");
     let mut conn = redis.connection();
-    let acl = |conn: &mut redis::Connection, rule: &str| {
-        let _: () = redis::cmd("ACL")
-            .arg("SETUSER")
-            .arg("w")
-            .arg(rule)
-            .query(conn)
-            .unwrap();
-    };
-    for rule in ["on", ">SECRET", "~*", "+@all", "-xack"] {
-        acl(&mut conn, rule);
-    }
+    user_w(&mut conn, &["on", ">SECRET", "~*", "+@all", "-xack"]);
     create_group(&mut conn, &keys);
     strand(&mut conn, &keys, "w", "original", &article_text(1, 0));
     let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
 
-    let url = redis.url().replacen("redis://", "redis://w:SECRET@", 1);
-    let env = [("SIMDEDUP_WORKER__BACKOFF_MAX_MS", "200")];
-    let w = Worker::spawn_at(&url, "lost", "w", &env, &[]);
+    let w = worker_as_w(&redis, "lost");
     let stored = |conn: &mut redis::Connection| {
         redis::cmd("KEYS")
             .arg(format!("{}a:*", keys.prefix()))
@@ -1041,7 +1048,7 @@ fn a_verdict_whose_index_write_was_lost_is_decided_again() {
     reload_last_save(&mut conn);
     assert_eq!(stored(&mut conn), 0, "the write is lost");
     assert_eq!(consumer_pending(&mut conn, &keys, "w"), 1);
-    acl(&mut conn, "+xack");
+    user_w(&mut conn, &["+xack"]);
     answered(&mut conn, &keys, 1);
 
     xadd_article(&mut conn, &keys, "copy", &article_text(1, 1));
@@ -1053,18 +1060,18 @@ fn a_verdict_whose_index_write_was_lost_is_decided_again() {
     drop(w);
 
     // The same for a delete: the lost one is done again.
-    acl(&mut conn, "-xack");
+    user_w(&mut conn, &["-xack"]);
     xadd(&mut conn, &keys, &[("id", b"original"), ("op", b"delete")]);
     deliver(&mut conn, &keys, "w");
     let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
-    let w = Worker::spawn_at(&url, "lost", "w", &env, &[]);
+    let w = worker_as_w(&redis, "lost");
     let log = format!("{}deleted", keys.prefix());
     wait_until("the worker deleted the article", LIMIT, || {
         xlen(&mut conn, &log) > 0
     });
     reload_last_save(&mut conn);
     assert_eq!(xlen(&mut conn, &log), 0, "the delete is lost");
-    acl(&mut conn, "+xack");
+    user_w(&mut conn, &["+xack"]);
     wait_until("the delete answered", LIMIT, || {
         outputs(&mut conn, &keys) >= 3 && pending(&mut conn, &keys, GROUP) == 0
     });
@@ -1074,4 +1081,70 @@ fn a_verdict_whose_index_write_was_lost_is_decided_again() {
     assert_eq!(out[2].1["verdict"], "deleted", "{:?}", out[2].1);
     assert_eq!(xlen(&mut conn, &log), 1, "deleted again");
     assert!(w.metric("simdedup_writes_lost_total") >= 1);
+}
+
+/// An entry decided again is judged as it was at first. Its index keys gone
+/// between its check and its ack (as when its bucket expires or is evicted;
+/// here deleted by hand, once its event time has left the window), the ack
+/// finds its write lost and the worker decides it again: it is answered
+/// (stored anew), not rejected `ts_too_old` by the clock of then. With the
+/// clock of then, this test fails.
+#[test]
+fn an_entry_decided_again_is_judged_by_the_batchs_clock() {
+    let redis = Redis::start_debuggable();
+    let keys = Keys::new("late");
+    let mut conn = redis.connection();
+    user_w(&mut conn, &["on", ">SECRET", "~*", "+@all", "-xack"]);
+    create_group(&mut conn, &keys);
+    let window_ms = simdedup::decision::DecisionConfig::default().window_ms as u128;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    // Inside the window for the next 3 s.
+    let ts = (now + 3000 - window_ms).to_string();
+    let text = article_text(1, 0);
+    xadd(
+        &mut conn,
+        &keys,
+        &[
+            ("id", b"late"),
+            ("text", text.as_bytes()),
+            ("ts", ts.as_bytes()),
+        ],
+    );
+    let w = worker_as_w(&redis, "late");
+    let index_keys = |conn: &mut redis::Connection| {
+        let all: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", keys.prefix()))
+            .query(conn)
+            .unwrap();
+        let streams = [
+            keys.input_stream(),
+            keys.output_stream(),
+            keys.dead_stream(),
+        ];
+        all.into_iter()
+            .filter(|k| !streams.contains(k))
+            .filter(|k| !k.contains(":alive:"))
+            .filter(|k| !k.ends_with(":history") && !k.ends_with(":version"))
+            .collect::<Vec<_>>()
+    };
+    wait_until("the worker stored the article", LIMIT, || {
+        index_keys(&mut conn).iter().any(|k| k.contains(":a:"))
+    });
+    // Past the window by now (its first decision took less than 3 s: the
+    // bucket outlives it by the bucket's length).
+    std::thread::sleep(Duration::from_millis(3500));
+    let _: () = redis::cmd("DEL")
+        .arg(index_keys(&mut conn))
+        .query(&mut conn)
+        .unwrap();
+    wait_until("the ack found the write lost", LIMIT, || {
+        w.metric("simdedup_writes_lost_total") > 0
+    });
+    user_w(&mut conn, &["+xack"]);
+    let out = answered(&mut conn, &keys, 1);
+    assert_eq!(out["late"]["verdict"], "unique", "{:?}", out["late"]);
+    assert_eq!(xlen(&mut conn, &keys.dead_stream()), 0);
 }
