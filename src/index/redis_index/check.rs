@@ -9,7 +9,7 @@
 //!
 //! [`View::candidates`]: super::view::View::candidates
 
-use super::codec::{decode_stored, encode_meta};
+use super::codec::{decode_stored, encode_article, encode_fingerprint, encode_meta};
 use super::commit::{self, CommitArgs, Committed, Validate};
 use super::view::{Candidate, Place};
 use super::{backend, RedisIndex, COMMIT};
@@ -140,7 +140,7 @@ impl RedisIndex {
                             id: entry.id.clone(),
                             source,
                         })?;
-                    let receipt = Some(self.receipt(&place.label, handle, args.article()));
+                    let receipt = Some(self.receipt(&place.label, handle, args.article));
                     return Ok(Outcome {
                         verdict,
                         replayed: false,
@@ -254,7 +254,7 @@ impl RedisIndex {
         &'a self,
         entry: &'a IndexEntry,
         place: &'a Placement,
-        meta: &'a str,
+        meta: &str,
         validate: Validate,
     ) -> CommitArgs<'a> {
         let inner = &self.inner;
@@ -265,7 +265,7 @@ impl RedisIndex {
             start: place.start,
             retention_ms: self.retention_ms(),
             fingerprint: &entry.fingerprint,
-            meta,
+            article: encode_article(&encode_fingerprint(&entry.fingerprint), meta),
             lookup_signatures: inner.config.lookup_signatures,
             root: None,
             default_shape: inner.default_shape,

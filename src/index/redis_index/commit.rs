@@ -3,7 +3,7 @@
 //! [`CommitArgs`] names every argument; [`CommitArgs::argv`] is the one place
 //! that lays them out in the order the script reads them (a test pins it).
 
-use super::codec::{encode_article, encode_fingerprint, encode_recent};
+use super::codec::encode_recent;
 use crate::fingerprint::Fingerprint;
 use crate::index::meet;
 use crate::index::IndexError;
@@ -21,8 +21,10 @@ pub(super) struct CommitArgs<'a> {
     /// How long a bucket's keys live after it starts (bucket length + window).
     pub retention_ms: u64,
     pub fingerprint: &'a Fingerprint,
-    /// The article's meta ([`super::codec::encode_meta`]).
-    pub meta: &'a str,
+    /// The article's `a:` element ([`super::codec::encode_article`]): its
+    /// packed fingerprint and meta, as the commit stores it and its receipt
+    /// names it.
+    pub article: Vec<u8>,
     /// Lookup sketch hashes per article (`decision.lookup_signatures`).
     pub lookup_signatures: usize,
     /// A duplicate's cluster root.
@@ -81,11 +83,6 @@ pub(super) fn flags(set: impl IntoIterator<Item = bool>) -> String {
 }
 
 impl CommitArgs<'_> {
-    /// The article's `a:` element: its packed fingerprint and meta.
-    pub fn article(&self) -> Vec<u8> {
-        encode_article(&encode_fingerprint(self.fingerprint), self.meta)
-    }
-
     /// The script's ARGV, in its order (`lua/commit.lua` names them).
     pub fn argv(&self) -> Vec<Vec<u8>> {
         let fp = self.fingerprint;
@@ -107,7 +104,7 @@ impl CommitArgs<'_> {
             text(&self.retention_ms.to_string()),
             text(&expire_at.to_string()),
             text(&format!("{:016x}", fp.simhash)),
-            self.article(),
+            self.article.clone(),
             text(if keys.is_some() { "1" } else { "0" }),
             text(root),
             text(&root_hash),
@@ -183,6 +180,7 @@ pub(super) fn old_layout(prefix: &str, label: &str) -> IndexError {
 
 #[cfg(test)]
 mod tests {
+    use super::super::codec::{encode_article, encode_fingerprint};
     use super::*;
 
     fn args<'a>(fp: &'a Fingerprint, validate: Validate) -> CommitArgs<'a> {
@@ -193,7 +191,7 @@ mod tests {
             start: 1_736_035_200_000,
             retention_ms: 72 * 3_600_000,
             fingerprint: fp,
-            meta: "5|100|d|2|h|1|r",
+            article: encode_article(&encode_fingerprint(fp), "5|100|d|2|h|1|r"),
             lookup_signatures: 2,
             root: Some("r"),
             default_shape: 13,
