@@ -109,8 +109,8 @@ const MAX_REDECISIONS: u32 = 10;
 
 /// Decide the batch and commit its verdicts. Entries whose index write
 /// Redis lacks when acking them (a failover promoted a replica the write had
-/// not reached) are decided again, one after another, and committed, after
-/// a backoff: while a failover is under way the index call may still reach
+/// not reached) are decided again in stream order, as an ordered batch's
+/// are, and committed, after a backoff: while a failover is under way the index call may still reach
 /// the old primary, and the ack the new one. They are judged as first (the
 /// event time against `now`, the batch's clock): an article whose bucket
 /// expired meanwhile is decided and stored nowhere, not rejected.
@@ -122,11 +122,11 @@ async fn finish_batch<I: Index + 'static>(
     now: i64,
 ) -> (u64, u64) {
     let resolutions = decide(shared, prepared, turn).await;
-    let done = emit_verdicts(shared, entries, &resolutions).await;
+    let mut done = emit_verdicts(shared, entries, &resolutions).await;
     let (mut written, mut skipped) = (done.written, done.skipped);
-    let mut lost: Vec<RawEntry> = done.lost.iter().map(|&i| entries[i].clone()).collect();
     let mut backoff = Backoff::new(Duration::from_millis(shared.config.backoff_max_ms));
     for round in 1.. {
+        let lost = done.lost;
         let Some(first) = lost.first() else { break };
         shared.metrics.writes_lost.inc_by(lost.len() as u64);
         if round > MAX_REDECISIONS {
@@ -149,13 +149,10 @@ async fn finish_batch<I: Index + 'static>(
             break;
         };
         let mut redone = Vec::with_capacity(prepared.len());
-        for p in prepared {
-            redone.push(resolve(shared, p).await);
-        }
-        let done = emit_verdicts(shared, &again, &redone).await;
+        resolve_in_order(shared, prepared, &mut redone).await;
+        done = emit_verdicts(shared, &again, &redone).await;
         written += done.written;
         skipped += done.skipped;
-        lost = done.lost.iter().map(|&i| again[i].clone()).collect();
     }
     tracing::debug!(written, skipped, "batch committed");
     (written, skipped)

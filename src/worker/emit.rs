@@ -23,15 +23,15 @@ use super::stream::RawEntry;
 type Counted = (&'static str, Option<&'static str>, Option<&'static str>);
 
 /// What committing a batch's verdicts did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) struct Emitted {
     /// Outputs written.
     pub written: u64,
     /// Outputs not written: another consumer had acked their entries.
     pub skipped: u64,
-    /// The entries (positions among those given) whose index write Redis
-    /// lacked: left pending, to be decided again.
-    pub lost: Vec<usize>,
+    /// The entries whose index write Redis lacked: left pending, to be
+    /// decided again.
+    pub lost: Vec<RawEntry>,
 }
 
 /// Commit the outputs of `entries` that have a resolution (`None`: given up
@@ -48,7 +48,10 @@ pub(super) async fn emit_verdicts<I: Index>(
     for chunk in emits.chunks(ENTRIES_PER_CALL) {
         acks.extend(ack_and_emit_retrying(shared, chunk).await);
     }
-    let lost = lost_positions(&positions, &acks);
+    let lost = lost_positions(&positions, &acks)
+        .into_iter()
+        .map(|at| entries[at].clone())
+        .collect();
     let (written, skipped) = count(shared, &acks, counted);
     Emitted {
         written,
