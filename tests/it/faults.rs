@@ -988,7 +988,7 @@ fn redis_readonly_and_masterdown_hold_the_entries() {
 }
 
 /// Change the ACL user `w` by `rules` (`ACL SETUSER w RULE…`): the tests
-/// below hold a worker's acks by taking `XACK` from it.
+/// below hold a worker's acks by taking `XACK` from it ([`NO_XACK`]).
 fn user_w(conn: &mut redis::Connection, rules: &[&str]) {
     let _: () = redis::cmd("ACL")
         .arg("SETUSER")
@@ -997,6 +997,9 @@ fn user_w(conn: &mut redis::Connection, rules: &[&str]) {
         .query(conn)
         .unwrap();
 }
+
+/// The user `w` may do anything but `XACK`.
+const NO_XACK: &[&str] = &["on", ">SECRET", "~*", "+@all", "-xack"];
 
 /// A worker named `w` on namespace `ns`, logged in as the user `w`
 /// (password `SECRET`), retrying at most every 200 ms.
@@ -1024,7 +1027,7 @@ fn a_verdict_whose_index_write_was_lost_is_decided_again() {
     let redis = Redis::start_debuggable();
     let keys = Keys::new("lost");
     let mut conn = redis.connection();
-    user_w(&mut conn, &["on", ">SECRET", "~*", "+@all", "-xack"]);
+    user_w(&mut conn, NO_XACK);
     create_group(&mut conn, &keys);
     strand(&mut conn, &keys, "w", "original", &article_text(1, 0));
     let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
@@ -1094,15 +1097,19 @@ fn an_entry_decided_again_is_judged_by_the_batchs_clock() {
     let redis = Redis::start_debuggable();
     let keys = Keys::new("late");
     let mut conn = redis.connection();
-    user_w(&mut conn, &["on", ">SECRET", "~*", "+@all", "-xack"]);
+    user_w(&mut conn, NO_XACK);
     create_group(&mut conn, &keys);
     let window_ms = simdedup::decision::DecisionConfig::default().window_ms as u128;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    // Inside the window for the next 3 s.
-    let ts = (now + 3000 - window_ms).to_string();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    };
+    // Inside the window for the next 8 s: time for the worker to start and
+    // decide it.
+    let left = now() + 8000 - window_ms;
+    let ts = left.to_string();
     let text = article_text(1, 0);
     xadd(
         &mut conn,
@@ -1133,9 +1140,10 @@ fn an_entry_decided_again_is_judged_by_the_batchs_clock() {
     wait_until("the worker stored the article", LIMIT, || {
         index_keys(&mut conn).iter().any(|k| k.contains(":a:"))
     });
-    // Past the window by now (its first decision took less than 3 s: the
-    // bucket outlives it by the bucket's length).
-    std::thread::sleep(Duration::from_millis(3500));
+    // Then out of it (its bucket outlives it by the bucket's length).
+    wait_until("the event time left the window", LIMIT, || {
+        now() > left + window_ms
+    });
     let _: () = redis::cmd("DEL")
         .arg(index_keys(&mut conn))
         .query(&mut conn)
