@@ -11,7 +11,8 @@
 //!   [`shingles`] samples its 5-gram shingles, by which the share of an
 //!   article found in an earlier one is judged;
 //!   [`distinctive`] samples its numbers, what templated reports differ in;
-//!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint).
+//!   [`fingerprint`] ties these into one [`Fingerprint`](fingerprint::Fingerprint)
+//!   (`prefetch` asks for the lines of its large tables before they are read).
 //!   The recipe is specified in `docs/fingerprint.md`.
 //! - **Deciding**: [`decision`] says whether a fingerprint duplicates any of a set
 //!   of candidates, and by which signal (exact, simhash, sentence, excerpt);
@@ -55,6 +56,7 @@ pub mod idf;
 pub mod index;
 pub mod keys;
 pub mod normalize;
+mod prefetch;
 #[cfg(test)]
 mod random_text;
 pub mod redact;
