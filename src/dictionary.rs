@@ -174,7 +174,7 @@ impl Dictionary {
             // AMD EPYC, against asking for nothing. On an Intel Xeon, against
             // asking within the block being cut, two and four characters on
             // with walks that branch where they leave the trie: 0.96 of it
-            // for walks without a branch, and 0.96 more for asking blocks
+            // for walks without a branch, and 0.95 more for asking blocks
             // ahead.)
             let codes = |b: usize| {
                 s.blocks
