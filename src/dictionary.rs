@@ -169,13 +169,12 @@ impl Dictionary {
             // the next walks by itself. So ask, while cutting a block, for
             // what the walks of the block after it will read at their third
             // step, and of the block two on at their second (their first, a
-            // child of the root, is nearly always in the cache). (Worth: an
-            // eighth of the CPU of `scan` on a corpus of Chinese news on an
-            // AMD EPYC, against asking for nothing. On an Intel Xeon, against
-            // asking within the block being cut, two and four characters on
-            // with walks that branch where they leave the trie: 0.96 of it
-            // for walks without a branch, and 0.95 more for asking blocks
-            // ahead.)
+            // child of the root, is nearly always in the cache). (Worth, on
+            // an Intel Xeon, against asking within the block being cut, two
+            // and four characters on, with walks that branch where they leave
+            // the trie, which on an AMD EPYC took an eighth off the CPU of
+            // `scan` of a corpus of Chinese news: 0.96 of that CPU for walks
+            // without a branch, and 0.95 more for asking blocks ahead.)
             let codes = |b: usize| {
                 s.blocks
                     .get(b)
