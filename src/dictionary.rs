@@ -181,9 +181,9 @@ impl Dictionary {
                     .map_or(&[][..], |block| block.codes(&s.codes))
             };
             for b in 0..s.blocks.len() + 2 {
-                self.prefetch_steps(codes(b), 2);
+                self.prefetch_steps::<2>(codes(b));
                 if let Some(b) = b.checked_sub(1) {
-                    self.prefetch_steps(codes(b), 3);
+                    self.prefetch_steps::<3>(codes(b));
                 }
                 if let Some(block) = b.checked_sub(2).map(|b| &s.blocks[b]) {
                     self.cut_block(
@@ -199,12 +199,12 @@ impl Dictionary {
     }
 
     /// Ask for the nodes the walks from each of `codes` will read at their
-    /// `steps`th step (by [`prefetch_walk`]).
+    /// `STEPS`th step (by [`prefetch_walk`]); a walk from one of the last
+    /// characters, which has fewer, reads nothing new there.
     #[inline(always)]
-    fn prefetch_steps(&self, codes: &[u32], steps: usize) {
-        let n = codes.len();
-        for j in 0..n {
-            prefetch_walk(self.nodes, self.nodes[0], &codes[j..(j + steps).min(n)]);
+    fn prefetch_steps<const STEPS: usize>(&self, codes: &[u32]) {
+        for walk in codes.windows(STEPS) {
+            prefetch_walk(self.nodes, self.nodes[0], walk);
         }
     }
 
