@@ -169,31 +169,29 @@ impl Dictionary {
             // the next walks by itself. So ask, while cutting a block, for
             // what the walks of the block after it will read at their third
             // step, and of the block two on at their second (their first, a
-            // child of the root, is nearly always in the cache). (Worth, on
-            // an Intel Xeon, against asking within the block being cut, two
-            // and four characters on, with walks that branch where they leave
-            // the trie, which on an AMD EPYC took an eighth off the CPU of
-            // `scan` of a corpus of Chinese news: 0.96 of that CPU for walks
-            // without a branch, and 0.95 more for asking blocks ahead.)
-            let codes = |b: usize| {
+            // child of the root, is nearly always in the cache), by walks
+            // that take no branch ([`prefetch_walk`]). (Worth, on an Intel
+            // Xeon, against asking within the block being cut by walks that
+            // branch: 0.89 of the CPU of `scan` on a corpus of Chinese news;
+            // see docs/benchmarks.md.)
+            let block_codes = |b: usize| {
                 s.blocks
                     .get(b)
                     .map_or(&[][..], |block| block.codes(&s.codes))
             };
-            for b in 0..s.blocks.len() + 2 {
-                self.prefetch_steps::<2>(codes(b));
-                if let Some(b) = b.checked_sub(1) {
-                    self.prefetch_steps::<3>(codes(b));
-                }
-                if let Some(block) = b.checked_sub(2).map(|b| &s.blocks[b]) {
-                    self.cut_block(
-                        &text[block.start..block.end],
-                        block.codes(&s.codes),
-                        &s.offsets[block.at..=block.at + block.n],
-                        &mut s.route,
-                        &mut f,
-                    );
-                }
+            self.prefetch_steps::<2>(block_codes(0));
+            self.prefetch_steps::<2>(block_codes(1));
+            self.prefetch_steps::<3>(block_codes(0));
+            for (b, block) in s.blocks.iter().enumerate() {
+                self.prefetch_steps::<2>(block_codes(b + 2));
+                self.prefetch_steps::<3>(block_codes(b + 1));
+                self.cut_block(
+                    &text[block.start..block.end],
+                    block.codes(&s.codes),
+                    &s.offsets[block.at..=block.at + block.n],
+                    &mut s.route,
+                    &mut f,
+                );
             }
         });
     }
@@ -204,7 +202,7 @@ impl Dictionary {
     #[inline(always)]
     fn prefetch_steps<const STEPS: usize>(&self, codes: &[u32]) {
         for walk in codes.windows(STEPS) {
-            prefetch_walk(self.nodes, self.nodes[0], walk);
+            prefetch_walk(self.nodes, walk);
         }
     }
 
@@ -390,19 +388,18 @@ impl Dictionary {
 }
 
 /// Ask the processor to bring into its cache the node a walk from the root
-/// (`root`) along `codes` reaches at its last step; a hint that changes no
-/// result. The walk takes no branch: where it leaves the trie (a node whose
+/// along `codes` reaches at its last step; a hint that changes no result. The walk takes no branch: where it leaves the trie (a node whose
 /// check is not its parent) it goes on from that node all the same and asks
 /// for a line nothing needs, which costs a prefetch, where a branch on each
 /// step would cost a misprediction whenever it ends (as often as words end,
 /// in no order a predictor learns). Where it leaves the trie at its last
 /// step, the line it asks for is the one the real walk reads to find that.
 #[inline(always)]
-fn prefetch_walk(nodes: &[Node], root: Node, codes: &[u32]) {
+fn prefetch_walk(nodes: &[Node], codes: &[u32]) {
     let Some((&last, path)) = codes.split_last() else {
         return;
     };
-    let base = path.iter().fold(root.base.get(), |base, &code| {
+    let base = path.iter().fold(nodes[0].base.get(), |base, &code| {
         node_at(nodes, base ^ code).base.get()
     });
     prefetch(node_at(nodes, base ^ last));
@@ -438,9 +435,9 @@ fn child(nodes: &[Node], node: u32, node_base: u32, code: u32) -> Option<(u32, N
 /// Per-thread buffers of the segmentation, kept between texts.
 #[derive(Default)]
 struct Scratch {
-    /// Trie code of each character of the text's blocks, block after block,
-    /// each block `n + 1` slots from the last (a buffer as long as the text
-    /// needs).
+    /// Trie code of each character of the text's blocks: a block's `n`
+    /// codes and one slot more (its length, in `offsets`), then the next
+    /// block's (a buffer as long as the text needs).
     codes: Vec<u32>,
     /// Byte offset of each character in its block, and after them the
     /// block's length, at the same slots as the codes.
