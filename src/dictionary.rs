@@ -388,12 +388,14 @@ impl Dictionary {
 }
 
 /// Ask the processor to bring into its cache the node a walk from the root
-/// along `codes` reaches at its last step; a hint that changes no result. The walk takes no branch: where it leaves the trie (a node whose
-/// check is not its parent) it goes on from that node all the same and asks
-/// for a line nothing needs, which costs a prefetch, where a branch on each
-/// step would cost a misprediction whenever it ends (as often as words end,
-/// in no order a predictor learns). Where it leaves the trie at its last
-/// step, the line it asks for is the one the real walk reads to find that.
+/// along `codes` reaches at its last step; a hint that changes no result.
+/// The walk takes no branch: where it leaves the trie (a node whose check
+/// is not its parent) it goes on from that node all the same and asks for
+/// a line nothing needs, which costs a prefetch, where a branch on each
+/// step would cost a misprediction whenever it ends (as often as words
+/// end, in no order a predictor learns). Where it leaves the trie at its
+/// last step, the line it asks for is the one the real walk reads to find
+/// that.
 #[inline(always)]
 fn prefetch_walk(nodes: &[Node], codes: &[u32]) {
     let Some((&last, path)) = codes.split_last() else {

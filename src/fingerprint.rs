@@ -193,9 +193,9 @@ impl Fingerprinter {
         // About a distinct word per ten bytes of English text: room for them
         // all, so that the map seldom grows.
         cold_tf.reserve(text.len() / 10);
-        // Words borrowed from `text` are counted directly; lowercased ones are
-        // copied to `owned` first (their ranges in `owned_words`) and counted
-        // after (they cannot be borrowed from `text`).
+        // Other words borrowed from `text` are counted directly; lowercased
+        // ones are copied to `owned` first (their ranges in `owned_words`)
+        // and counted after (they cannot be borrowed from `text`).
         let mut owned = String::new();
         let mut owned_words: Vec<(usize, usize)> = Vec::new();
         // The words the dictionary cut, but stop words, counted after the
